@@ -1,0 +1,47 @@
+# Two commands for a newcomer: `make run` and `make test`. Both create .venv on first use and
+# install the project into it from pyproject.toml (nothing is installed by hand).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# Extras the tests install on top (the Hugging Face recorder's tests need `hf`).
+TEST_EXTRAS ?= hf
+TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(TEST_EXTRAS))
+
+.PHONY: run test lint verilog bench clean help
+
+help:
+	@echo "make run    generate and lint the Verilog of every block (the main job)"
+	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
+	@echo "make bench  benchmarks (cocotb cycles/s, make test wall time, ...)"
+	@echo "make clean  remove build outputs (keeps .venv)"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed, found " + sys.version)'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/ahasd verilog
+
+verilog: $(STAMP)
+	$(BIN)/ahasd verilog
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+$(TEST_STAMP): $(STAMP)
+	$(if $(strip $(TEST_EXTRAS)),$(BIN)/python -m pip install --quiet -e ".[$(TEST_EXTRAS)]")
+	touch $(TEST_STAMP)
+
+test: lint $(TEST_STAMP)
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf build

