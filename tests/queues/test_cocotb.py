@@ -1,0 +1,44 @@
+"""Queues, cocotb tier: the generated Verilog under Verilator (or Icarus with SIM=icarus)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness.cocotb_run import run_block_cocotb
+
+from ahasd.params import QueueParams
+
+HERE = Path(__file__).parent
+
+# Clock periods in picoseconds, pim:npu:cpu.
+RATIOS = {
+    "1to1": "1000:1000:1000",
+    "npu1000_pim800": "1250:1000:1500",
+    "7to3": "3000:7000:2000",
+    "3to7": "7000:3000:2000",
+}
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("ratio", sorted(RATIOS))
+def test_queues_random_traffic(ratio):
+    run_block_cocotb(
+        "queues",
+        QueueParams(),
+        test_module="tb_queues",
+        test_dir=HERE,
+        extra_env={"AHASD_CLOCKS": RATIOS[ratio]},
+    )
+
+
+@pytest.mark.cocotb
+def test_queues_small_depths():
+    """Non-default parameters: tiny queues fill and wrap their pointers constantly."""
+    run_block_cocotb(
+        "queues",
+        QueueParams(draft_depth=4, feedback_depth=2, preverify_depth=8, epoch_bits=2),
+        test_module="tb_queues",
+        test_dir=HERE,
+        extra_env={"AHASD_CLOCKS": "1250:1000:1500", "AHASD_ENTRIES": "5000"},
+    )
