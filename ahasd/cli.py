@@ -17,6 +17,7 @@ from ahasd.errors import UserError
 # Modules that contribute subcommands, in the order `ahasd --help` lists them.
 COMMAND_MODULES = [
     "ahasd.hw.cli",
+    "ahasd.sim.trace_cli",
 ]
 
 
