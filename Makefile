@@ -8,11 +8,12 @@ STAMP  := $(VENV)/.installed
 TEST_EXTRAS ?= hf
 TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(TEST_EXTRAS))
 
-.PHONY: run test lint verilog bench clean help
+.PHONY: run test lint verilog area bench clean help
 
 help:
 	@echo "make run    generate and lint the Verilog of every block (the main job)"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
+	@echo "make area   synthesise every block onto sky130 cells; table into docs/hardware.md"
 	@echo "make bench  benchmarks (cocotb cycles/s, make test wall time, ...)"
 	@echo "make clean  remove build outputs (keeps .venv)"
 
@@ -28,6 +29,9 @@ run: $(STAMP)
 
 verilog: $(STAMP)
 	$(BIN)/ahasd verilog
+
+area: $(STAMP)
+	$(BIN)/ahasd area --doc docs/hardware.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
