@@ -18,6 +18,7 @@ from ahasd.errors import UserError
 COMMAND_MODULES = [
     "ahasd.hw.cli",
     "ahasd.sim.trace_cli",
+    "ahasd.sim.sim_cli",
 ]
 
 

@@ -1,0 +1,282 @@
+"""Per-operator roofline latency and energy of one forward pass.
+
+A forward pass of ``tokens`` new tokens over a KV cache of ``context`` earlier tokens is a
+list of operators. Each matrix operator costs
+
+    t = max(macs / (peak * eta_compute), bytes / (bandwidth * eta_memory))
+
+with the weights read once whatever ``tokens`` is (verification of K tokens is an M = K
+GEMM) and the KV cache read once per pass. Nonlinear operators and reductions (softmax,
+layer/RMS norms, the FFN activation, the logits' softmax/entropy) run on a *nonlinear path*:
+the device's vector unit, the PIM's AAU, or (PIM without AAU) a round trip over the off-chip
+bus to the host CPU. Conventions, applied everywhere:
+
+- **1 MAC = 1 op**; peaks in the spec files are MAC/s.
+- A vector unit spends ``VECTOR_OPS_PER_ELEMENT`` ops per nonlinear element; the AAU one
+  cycle per element (spec 2.4); the host CPU its ``nonlinear_elements_per_s``.
+- Without the AAU every element crosses the bus twice at ``LINK_BYTES_PER_ELEMENT`` (INT16
+  out, INT16 back) and every nonlinear operator pays the CPU round-trip latency.
+- Energy = MACs x pJ/MAC + weight/KV bytes x pJ/B of the memory level (+ SRAM pJ/B where the
+  bytes stream through a scratchpad) + nonlinear elements x pJ/element (+ link bytes x pJ/B).
+  Static power is charged by the engine over the run time, not here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ahasd.sim.config import DeviceSpec, ModelSpec, PowerSpec
+
+__all__ = [
+    "LINK_BYTES_PER_ELEMENT",
+    "VECTOR_OPS_PER_ELEMENT",
+    "Cost",
+    "Executor",
+    "NonlinearPath",
+    "PassModel",
+    "SplitPassModel",
+    "executor_for",
+    "operators",
+]
+
+VECTOR_OPS_PER_ELEMENT = 4  # max-subtract, exp (table), accumulate, scale
+LINK_BYTES_PER_ELEMENT = 4  # an INT16 element to the CPU and its INT16 result back
+NONLINEAR_OPS_PER_LAYER = 4  # attention softmax, two norms, FFN activation
+NONLINEAR_OPS_FINAL = 2  # final norm, logits softmax/entropy
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Latency and dynamic energy of one task, with the traffic behind them."""
+
+    seconds: float
+    energy_j: float
+    macs: float = 0.0
+    memory_bytes: float = 0.0
+    link_bytes: float = 0.0
+    nonlinear_elements: float = 0.0
+    cpu_seconds: float = 0.0  # part of ``seconds`` spent on the host CPU (no AAU)
+    parts: tuple = ()  # split passes: ((device, busy seconds), ...)
+
+
+@dataclass(frozen=True)
+class NonlinearPath:
+    """Where nonlinear elements are computed and what that costs.
+
+    kind : ``"vector"`` (the device's vector unit), ``"aau"`` (in the PIM) or ``"host"``
+        (over the off-chip bus to the CPU and back).
+    """
+
+    kind: str
+    elements_per_s: float
+    pj_per_element: float
+    link_bytes_per_s: float = 0.0
+    pj_per_link_byte: float = 0.0
+    latency_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Executor:
+    """A device (or the share of one, e.g. the DLM ranks of a PIM) as the roofline sees it.
+
+    Rates are already multiplied by the efficiency factors.
+    """
+
+    name: str
+    macs_per_s: float
+    bytes_per_s: float
+    pj_per_mac: float
+    pj_per_byte: float
+    nonlinear: NonlinearPath
+
+
+def executor_for(
+    device: DeviceSpec,
+    power: PowerSpec,
+    *,
+    share: float = 1.0,
+    aau: bool = True,
+    host: DeviceSpec | None = None,
+    host_power: PowerSpec | None = None,
+) -> Executor:
+    """Build the roofline view of ``device``.
+
+    Parameters
+    ----------
+    share : fraction of a PIM's units that compute (its DLM or TLM ranks).
+    aau : PIM only: nonlinear ops in the AAU; otherwise on ``host`` over the off-chip bus.
+    """
+    macs = device.matrix_macs_per_s * device.eta_compute * share
+    bandwidth = device.memory_bandwidth * device.eta_memory * share
+    pj_per_byte = power.pj_per_byte_memory + power.pj_per_byte_sram
+    if device.kind == "pim":
+        if aau and device.aau_elements_per_cycle:
+            units = device.units * share
+            path = NonlinearPath(
+                "aau",
+                elements_per_s=units * device.clock_hz * device.aau_elements_per_cycle,
+                pj_per_element=power.pj_per_aau_element,
+            )
+        else:
+            if host is None or host_power is None:
+                raise ValueError("a PIM without AAU needs the host CPU for nonlinear ops")
+            path = NonlinearPath(
+                "host",
+                elements_per_s=host.nonlinear_elements_per_s,
+                pj_per_element=host_power.pj_per_cpu_element,
+                link_bytes_per_s=device.offchip_bandwidth * device.eta_memory,
+                pj_per_link_byte=power.pj_per_byte_link,
+                latency_s=host.transfer_latency_s,
+            )
+    else:
+        path = NonlinearPath(
+            "vector",
+            elements_per_s=device.vector_ops_per_s * device.eta_compute / VECTOR_OPS_PER_ELEMENT,
+            pj_per_element=power.pj_per_vector_op * VECTOR_OPS_PER_ELEMENT,
+        )
+    return Executor(device.name, macs, bandwidth, power.pj_per_mac, pj_per_byte, path)
+
+
+def operators(model: ModelSpec, tokens: int, context: int):
+    """The operators of one pass: ``(name, count, macs, bytes)`` and the nonlinear load.
+
+    Returns
+    -------
+    matrix : list of ``(name, count, macs, bytes)``, per instance (``count`` instances).
+    nonlinear_elements : total nonlinear elements of the pass.
+    nonlinear_ops : number of nonlinear operator invocations (round trips without AAU).
+    """
+    k, length = tokens, context + tokens  # keys attended by the new tokens
+    h, q, kv, f = model.hidden, model.q_dim, model.kv_dim, model.ffn
+    wb, kb = model.weight_bytes, model.kv_bytes
+    layers = model.layers
+    matrix = [
+        ("qkv_projection", layers, k * h * (q + 2 * kv), h * (q + 2 * kv) * wb),
+        ("attention_scores", layers, k * q * length, length * kv * kb),
+        ("attention_values", layers, k * q * length, length * kv * kb),
+        ("output_projection", layers, k * q * h, q * h * wb),
+        ("ffn", layers, k * h * f * model.ffn_matrices, h * f * model.ffn_matrices * wb),
+        ("lm_head", 1, k * h * model.vocab, h * model.vocab * wb),
+    ]
+    per_layer = k * model.heads * length + 2 * k * h + k * f
+    elements = layers * per_layer + k * h + k * model.vocab
+    invocations = layers * NONLINEAR_OPS_PER_LAYER + NONLINEAR_OPS_FINAL
+    return matrix, elements, invocations
+
+
+class PassModel:
+    """Cost of forward passes of one model on one executor, memoised by (tokens, context)."""
+
+    def __init__(self, executor: Executor, model: ModelSpec) -> None:
+        self.executor = executor
+        self.model = model
+        self._cache: dict[tuple[int, int], Cost] = {}
+
+    def matrix_seconds(self, tokens: int, context: int) -> float:
+        matrix, _, _ = operators(self.model, tokens, context)
+        ex = self.executor
+        return sum(n * max(m / ex.macs_per_s, b / ex.bytes_per_s) for _, n, m, b in matrix)
+
+    def __call__(self, tokens: int, context: int) -> Cost:
+        key = (tokens, context)
+        cost = self._cache.get(key)
+        if cost is None:
+            cost = self._cache[key] = self._compute(tokens, context)
+        return cost
+
+    def _compute(self, tokens: int, context: int) -> Cost:
+        ex = self.executor
+        matrix, elements, invocations = operators(self.model, tokens, context)
+        seconds = 0.0
+        macs = 0.0
+        memory_bytes = 0.0
+        for _, count, op_macs, op_bytes in matrix:
+            seconds += count * max(op_macs / ex.macs_per_s, op_bytes / ex.bytes_per_s)
+            macs += count * op_macs
+            memory_bytes += count * op_bytes
+        energy = macs * ex.pj_per_mac + memory_bytes * ex.pj_per_byte
+        path = ex.nonlinear
+        nonlinear_seconds = elements / path.elements_per_s
+        energy += elements * path.pj_per_element
+        link_bytes = 0.0
+        cpu_seconds = 0.0
+        if path.kind == "host":
+            link_bytes = elements * LINK_BYTES_PER_ELEMENT
+            cpu_seconds = nonlinear_seconds
+            nonlinear_seconds += link_bytes / path.link_bytes_per_s + invocations * path.latency_s
+            energy += link_bytes * path.pj_per_link_byte
+        return Cost(
+            seconds=seconds + nonlinear_seconds,
+            energy_j=energy * 1e-12,
+            macs=macs,
+            memory_bytes=memory_bytes,
+            link_bytes=link_bytes,
+            nonlinear_elements=elements,
+            cpu_seconds=cpu_seconds,
+        )
+
+
+class SplitPassModel:
+    """SpecPIM-style operator-level split: every matrix operator runs partly on the GPU and
+    partly on the PIM, synchronously, with the fraction on PIM fixed offline.
+
+    ``pim_fraction`` is chosen by :meth:`balanced` so that both sides take the same time for
+    a planned pass size; a pass of another size is unbalanced and the faster side waits.
+    Nonlinear operators run on the GPU. Each layer has ``sync_points`` hand-offs of
+    ``sync_latency_s``.
+    """
+
+    SYNC_POINTS_PER_LAYER = 2  # after attention, after the FFN
+
+    def __init__(
+        self, gpu: Executor, pim: Executor, model: ModelSpec, pim_fraction, sync_latency_s
+    ) -> None:
+        self.gpu, self.pim, self.model = gpu, pim, model
+        self.pim_fraction = pim_fraction
+        self.sync_latency_s = sync_latency_s
+        self._cache: dict[tuple[int, int], Cost] = {}
+
+    @staticmethod
+    def balanced(gpu: Executor, pim: Executor, model: ModelSpec, tokens: int, context: int):
+        """PIM fraction equalising the two sides' matrix time for a pass of ``tokens``."""
+        t_gpu = PassModel(gpu, model).matrix_seconds(tokens, context)
+        t_pim = PassModel(pim, model).matrix_seconds(tokens, context)
+        return t_gpu / (t_gpu + t_pim)
+
+    def __call__(self, tokens: int, context: int) -> Cost:
+        key = (tokens, context)
+        cost = self._cache.get(key)
+        if cost is None:
+            cost = self._cache[key] = self._compute(tokens, context)
+        return cost
+
+    def _compute(self, tokens: int, context: int) -> Cost:
+        p = self.pim_fraction
+        gpu, pim = self.gpu, self.pim
+        matrix, elements, _ = operators(self.model, tokens, context)
+        seconds = macs = memory_bytes = energy = gpu_busy = pim_busy = 0.0
+        for _, count, op_macs, op_bytes in matrix:
+            t_gpu = max(op_macs / gpu.macs_per_s, op_bytes / gpu.bytes_per_s)
+            t_pim = max(op_macs / pim.macs_per_s, op_bytes / pim.bytes_per_s)
+            seconds += count * max((1 - p) * t_gpu, p * t_pim)
+            gpu_busy += count * (1 - p) * t_gpu
+            pim_busy += count * p * t_pim
+            macs += count * op_macs
+            memory_bytes += count * op_bytes
+            energy += count * (
+                (1 - p) * (op_macs * gpu.pj_per_mac + op_bytes * gpu.pj_per_byte)
+                + p * (op_macs * pim.pj_per_mac + op_bytes * pim.pj_per_byte)
+            )
+        path = gpu.nonlinear
+        nonlinear = elements / path.elements_per_s
+        seconds += nonlinear + self.model.layers * self.SYNC_POINTS_PER_LAYER * self.sync_latency_s
+        energy += elements * path.pj_per_element
+        return Cost(
+            seconds,
+            energy * 1e-12,
+            macs,
+            memory_bytes,
+            0.0,
+            elements,
+            parts=(("gpu", gpu_busy + nonlinear), ("pim", pim_busy)),
+        )

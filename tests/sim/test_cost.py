@@ -1,0 +1,86 @@
+"""Roofline sanity of the cost model against hand calculations from the spec files' numbers.
+
+Expected values are computed here from the published model shapes and Table 2 figures (the
+formulas are in the comments), not taken from the code under test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ahasd.sim.config import load_library
+from ahasd.sim.cost import PassModel, executor_for
+
+LIB = load_library()
+
+
+def _executor(device, **kwargs):
+    spec = LIB.device(device)
+    return executor_for(spec, LIB.power_of(device), **kwargs)
+
+
+def test_opt_6_7b_decode_on_npu_takes_weight_bytes_over_effective_bandwidth():
+    # OPT-6.7B INT8: 32 layers x (4 h^2 + 2 h f) + vocab x h, h = 4096, f = 16384, vocab 50272
+    weight_bytes = 32 * (4 * 4096**2 + 2 * 4096 * 16384) + 50272 * 4096
+    assert weight_bytes == 6_648_365_056
+    expected = weight_bytes / (51.2e9 * 0.75)  # Table 2 bus, authors' NPU efficiency
+    step = PassModel(_executor("npu-mobile"), LIB.model("opt-6.7b"))(1, 0)
+    assert step.seconds == pytest.approx(expected, rel=1e-3)
+    assert step.memory_bytes == pytest.approx(weight_bytes, rel=1e-3)
+
+
+def test_npu_verification_of_up_to_16_tokens_stays_memory_bound():
+    # Ridge 16e12 / 51.2e9 = 312 MAC/B >> 17 MAC/B of a 17-token pass: the time hardly moves.
+    model = PassModel(_executor("npu-mobile"), LIB.model("opt-6.7b"))
+    one, seventeen = model(1, 128).seconds, model(17, 128).seconds
+    assert 1.0 <= seventeen / one < 1.01
+
+
+def test_pim_draft_step_is_compute_bound_on_the_dlm_ranks():
+    # 8 of 16 ranks: 102.4e9 MAC/s x 8/16 x 0.78; one MAC per weight (1 MAC = 1 op).
+    macs = 24 * (4 * 2048**2 + 2 * 2048 * 8192) + 50272 * 2048
+    expected = macs / (102.4e9 * 0.5 * 0.78)
+    pim = _executor("lpddr5-pim", share=0.5, aau=True)
+    step = PassModel(pim, LIB.model("opt-1.3b"))(1, 0)
+    assert step.seconds == pytest.approx(expected, rel=5e-3)
+    assert step.macs == pytest.approx(macs, rel=1e-3)
+
+
+def test_without_aau_the_nonlinear_ops_cost_a_bus_round_trip():
+    model = LIB.model("opt-1.3b")
+    cpu = LIB.device("host-cpu")
+    with_aau = PassModel(_executor("lpddr5-pim", share=0.5, aau=True), model)(1, 500)
+    without = PassModel(
+        _executor("lpddr5-pim", share=0.5, aau=False, host=cpu, host_power=LIB.power_of(cpu.name)),
+        model,
+    )(1, 500)
+    # Elements of one draft step at context 500 (501 keys): per layer heads x keys (softmax)
+    # + 2 h (norms) + f (activation); plus the final norm and the logits.
+    elements = 24 * (32 * 501 + 2 * 2048 + 8192) + 2048 + 50272
+    assert without.nonlinear_elements == elements
+    # Host path: CPU time + 4 B per element over the bus + 2 us per nonlinear operator
+    # (4 per layer + 2 final); AAU path: one element per cycle on 8 AAUs at 800 MHz.
+    host = elements / 2e9 + 4 * elements / (51.2e9 * 0.78) + (24 * 4 + 2) * 2e-6
+    aau = elements / (8 * 800e6)
+    assert without.seconds - with_aau.seconds == pytest.approx(host - aau, rel=1e-6)
+    assert without.link_bytes == 4 * elements
+
+
+def test_gpu_vendor_tops_are_halved_to_mac_per_second():
+    # 264 dense INT8 TOPS count 2 ops per MAC; the model's convention is 1 MAC = 1 op.
+    assert LIB.device("rtx4090-laptop").matrix_macs_per_s == 132e12
+
+
+def test_kv_cache_bytes_match_the_published_sizes():
+    # system-model-numbers.md: KV cache at L = 1024 is 268 MB (OPT-6.7B), 419 MB (LLaMA2-13B)
+    assert LIB.model("opt-6.7b").kv_bytes_per_token() * 1024 / 1e6 == pytest.approx(268, abs=1)
+    assert LIB.model("llama2-13b").kv_bytes_per_token() * 1024 / 1e6 == pytest.approx(419, abs=1)
+
+
+def test_every_spec_number_has_a_source_and_a_confidence():
+    for group in (LIB.devices, LIB.power, LIB.models):
+        for spec in group.values():
+            assert spec.sources, spec
+            for name, sourced in spec.sources:
+                assert sourced.source.strip(), (spec.name, name)
+                assert sourced.confidence.strip(), (spec.name, name)
