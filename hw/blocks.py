@@ -47,6 +47,12 @@ BLOCKS: dict[str, Block] = {
             "ahasd.params:QueueParams",
             "the three clock-domain-crossing queues (draft, feedback, pre-verification)",
         ),
+        Block(
+            "gtsu",
+            "ahasd.hw.gtsu:GTSU",
+            "ahasd.params:GTSUParams",
+            "gated task scheduling unit",
+        ),
     ]
 }
 
