@@ -25,6 +25,7 @@ __all__ = [
     "GTSUParams",
     "QueueParams",
     "TVCParams",
+    "TopParams",
     "entropy_to_fixed",
 ]
 
@@ -246,3 +247,46 @@ class GTSUParams(_Params):
         _check_int(self, "timer_bits", 1, 32)
         _check_int(self, "t_off", 0, (1 << self.timer_bits) - 1)
         _check_int(self, "t_on", 0, (1 << self.timer_bits) - 1)
+
+
+@dataclass(frozen=True)
+class TopParams(_Params):
+    """The controller top (spec 2.6): the parameters of every block it holds.
+
+    Attributes
+    ----------
+    edc, tvc, gtsu, queues : the blocks' parameter sets.
+    """
+
+    edc: EDCParams = EDCParams()
+    tvc: TVCParams = TVCParams()
+    gtsu: GTSUParams = GTSUParams()
+    queues: QueueParams = QueueParams()
+
+    def __post_init__(self) -> None:
+        for name, cls in (
+            ("edc", EDCParams),
+            ("tvc", TVCParams),
+            ("gtsu", GTSUParams),
+            ("queues", QueueParams),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, cls):
+                raise TypeError(f"{name} must be a {cls.__name__}, not {value!r}")
+
+    @classmethod
+    def from_dict(cls, fields_: dict) -> TopParams:
+        """Inverse of :meth:`as_dict` (nested dicts become the blocks' dataclasses)."""
+        classes = {"edc": EDCParams, "tvc": TVCParams, "gtsu": GTSUParams, "queues": QueueParams}
+        return cls(**{name: classes[name](**value) for name, value in fields_.items()})
+
+    def as_dict(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name).as_dict() for f in fields(self)}
+
+    def tag(self) -> str:
+        changed = [
+            f"{f.name}-{getattr(self, f.name).tag()}"
+            for f in fields(self)
+            if getattr(self, f.name).tag() != "default"
+        ]
+        return "default" if not changed else "_".join(changed)
