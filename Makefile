@@ -11,7 +11,7 @@ TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(TEST_EXTRAS))
 .PHONY: run test lint verilog area bench clean help
 
 help:
-	@echo "make run    generate and lint the Verilog of every block (the main job)"
+	@echo "make run    Verilog of every block, then the paper grid on the built-in traces and its report"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
 	@echo "make area   synthesise every block onto sky130 cells; table into docs/hardware.md"
 	@echo "make bench  benchmarks (cocotb cycles/s, make test wall time, ...)"
@@ -24,8 +24,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(STAMP)
 
+# The main job: the Verilog of every block (linted), then the paper's grid (3 pairs x 4
+# adaptive drafting algorithms x 7 modes, 1024 tokens) on the built-in recorded traces, then
+# the ablation and comparison tables and figures. An interrupted sweep resumes.
 run: $(STAMP)
 	$(BIN)/ahasd verilog
+	$(BIN)/ahasd sweep --grid paper --trace builtin --out build/sweep
+	$(BIN)/ahasd report --results build/sweep
 
 verilog: $(STAMP)
 	$(BIN)/ahasd verilog
