@@ -46,8 +46,11 @@ $(TEST_STAMP): $(STAMP)
 	$(if $(strip $(TEST_EXTRAS)),$(BIN)/python -m pip install --quiet -e ".[$(TEST_EXTRAS)]")
 	touch $(TEST_STAMP)
 
+# Two workers: the cocotb and formal tiers are single-threaded subprocesses.
+PYTEST_WORKERS ?= 2
+
 test: lint $(TEST_STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

@@ -19,8 +19,10 @@ are echoed to stdout, so ``pytest -rA`` or ``-s`` shows them.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -101,22 +103,29 @@ def run_cocotb(
     waves = os.environ.get("WAVES") == "1"
     build_dir = BUILD / sim / f"{top}-{tag}{'-waves' if waves else ''}"
     source = build_dir / f"{top}.v"
-    write_if_changed(source, verilog.convert(component(), name=top, emit_src=False))
-
+    build_dir.mkdir(parents=True, exist_ok=True)
     runner = get_runner(sim)
     build_args = ["-Wno-fatal"] if sim == "verilator" else []
-    runner.build(
-        sources=[source],
-        hdl_toplevel=top,
-        build_dir=build_dir,
-        timescale=("1ns", "1ps"),
-        build_args=build_args,
-        waves=waves,
-        log_file=build_dir / "build.log",
-    )
+    # Parallel pytest workers (pytest-xdist) may want the same build: one builds, the others
+    # wait and then find it up to date.
+    with open(build_dir / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        write_if_changed(source, verilog.convert(component(), name=top, emit_src=False))
+        runner.build(
+            sources=[source],
+            hdl_toplevel=top,
+            build_dir=build_dir,
+            timescale=("1ns", "1ps"),
+            build_args=build_args,
+            waves=waves,
+            log_file=build_dir / "build.log",
+        )
 
     seed = choose_seed() if seed is None else seed
-    run_dir = build_dir / f"run-{test_module}{'-' + testcase if testcase else ''}"
+    # One run directory per pytest item, so parametrised runs keep their own logs.
+    item = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0].rsplit("::", 1)[-1]
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "_", item or test_module).strip("_")
+    run_dir = build_dir / f"run-{label}{'-' + testcase if testcase else ''}"
     run_dir.mkdir(parents=True, exist_ok=True)
     log_file = run_dir / "cocotb.log"
     results = run_dir / "results.xml"
