@@ -48,6 +48,12 @@ BLOCKS: dict[str, Block] = {
             "the three clock-domain-crossing queues (draft, feedback, pre-verification)",
         ),
         Block(
+            "tvc",
+            "ahasd.hw.tvc:TVC",
+            "ahasd.params:TVCParams",
+            "time-aware pre-verification control",
+        ),
+        Block(
             "gtsu",
             "ahasd.hw.gtsu:GTSU",
             "ahasd.params:GTSUParams",
