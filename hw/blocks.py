@@ -20,6 +20,7 @@ class Block:
     component: str  # "module:Class"
     params: str  # "module:Class"
     summary: str
+    domains: tuple[str, ...] = ("sync",)  # clock domains, which become clk/rst ports
 
     def _load(self, path: str) -> Any:
         module, _, attribute = path.partition(":")
@@ -46,6 +47,7 @@ BLOCKS: dict[str, Block] = {
             "ahasd.hw.queues:AsyncQueues",
             "ahasd.params:QueueParams",
             "the three clock-domain-crossing queues (draft, feedback, pre-verification)",
+            ("pim", "npu", "cpu"),
         ),
         Block(
             "tvc",

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from amaranth.back import verilog
+from amaranth.hdl import ClockDomain, Fragment, Value
 
 from ahasd.hw.blocks import Block
 
@@ -52,10 +53,33 @@ def verilator_path() -> Path:
     return Path(found)
 
 
+def component_verilog(component: object, name: str, domains: tuple[str, ...] = ("sync",)) -> str:
+    """Verilog text of ``component`` with its clock domains' ports in a fixed order.
+
+    Amaranth creates the clock domains a design uses but does not define in the iteration
+    order of a Python ``set`` of names, which changes with the interpreter's hash seed, and
+    with it the port order of the generated module. Defining ``domains`` up front, sorted,
+    makes the text a function of the design alone. Ports of domain ``sync`` are named
+    ``clk``/``rst``, those of domain ``d`` ``d_clk``/``d_rst`` (Amaranth's convention).
+    """
+    ports = {
+        "__".join(map(str, path)): (Value.cast(value), None)
+        for path, _member, value in component.signature.flatten(component)
+    }
+    fragment = Fragment.get(component, None)
+    for domain in sorted(domains):
+        clock_domain = ClockDomain(domain)
+        fragment.add_domains(clock_domain)
+        prefix = "" if domain == "sync" else f"{domain}_"
+        ports[f"{prefix}clk"] = (clock_domain.clk, None)
+        ports[f"{prefix}rst"] = (clock_domain.rst, None)
+    text, _name_map = verilog.convert_fragment(fragment, ports, name, emit_src=False)
+    return text
+
+
 def convert(block: Block, params: object | None = None) -> str:
     """Verilog text of ``block`` with ``params``; the top module is named after the block."""
-    component = block.build(params)
-    return verilog.convert(component, name=block.name, emit_src=False)
+    return component_verilog(block.build(params), block.name, block.domains)
 
 
 def write_if_changed(path: Path, text: str) -> bool:

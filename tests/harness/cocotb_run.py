@@ -31,10 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from amaranth.back import verilog
 
 from ahasd.hw.blocks import lookup
-from ahasd.hw.verilog import verilator_path, write_if_changed
+from ahasd.hw.verilog import component_verilog, verilator_path, write_if_changed
 
 from .seeds import choose_seed
 
@@ -80,6 +79,7 @@ def run_cocotb(
     testcase: str | None = None,
     seed: int | None = None,
     extra_env: dict[str, str] | None = None,
+    domains: tuple[str, ...] = ("sync",),
 ) -> Path:
     """Run the cocotb module ``test_module`` (a file in ``test_dir``) against ``component()``.
 
@@ -90,6 +90,7 @@ def run_cocotb(
     tag : names the parameter set; one build directory per ``(top, tag, simulator)``.
     params : the parameter dataclass, passed to the testbench as ``AHASD_PARAMS`` (JSON).
     testcase : run only this cocotb test of the module.
+    domains : the component's clock domains (``sync`` gives ``clk``/``rst`` ports).
     seed : the random seed (default: :func:`harness.seeds.choose_seed`, which honours
         ``AHASD_SEED`` and prints the seed).
 
@@ -110,7 +111,7 @@ def run_cocotb(
     # wait and then find it up to date.
     with open(build_dir / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        write_if_changed(source, verilog.convert(component(), name=top, emit_src=False))
+        write_if_changed(source, component_verilog(component(), top, domains))
         runner.build(
             sources=[source],
             hdl_toplevel=top,
@@ -198,4 +199,5 @@ def run_block_cocotb(
         testcase=testcase,
         seed=seed,
         extra_env=extra_env,
+        domains=entry.domains,
     )
