@@ -56,6 +56,12 @@ BLOCKS: dict[str, Block] = {
             "time-aware pre-verification control",
         ),
         Block(
+            "aau",
+            "ahasd.hw.aau:AAU",
+            "ahasd.params:AAUParams",
+            "attention algorithm unit",
+        ),
+        Block(
             "gtsu",
             "ahasd.hw.gtsu:GTSU",
             "ahasd.params:GTSUParams",

@@ -1,0 +1,414 @@
+"""cocotb testbench of the AAU on its generated Verilog, bit for bit against the golden model.
+
+One coroutine does everything, once per clock cycle: after the falling edge it drives
+``i`` (valid, payload) and the ``ready`` of ``o`` and ``result``, then samples in
+``ReadOnly`` (see ``harness/tb.py``); a transfer happens at the next rising edge iff valid
+and ready were both high.
+
+``random_vectors_bit_exact``: ``AHASD_VECTORS`` reduction vectors (``STATS``, ``SUM``,
+``MAX``; default 300) of lengths 1 to 4,096 (log-uniform, plus 4,096 itself), many
+``STATS`` vectors followed by a ``SOFTMAX`` pass over the same vector (sometimes over a
+different one, so that ``s_i < 0`` saturates), and one ``SOFTMAX`` pass before any
+``STATS`` pass (reset ``R`` and ``recip``). Directed vectors first: length 1, all equal,
+max first and last, extreme values, ties, an ascending vector (a rescale at every
+element). Distributions: Gaussian logits with sigma 1, 3 and 6 nats, uniform over the whole
+INT16 range, near one-hot, heavy-tailed (Student t). Traffic alternates, in runs of a few
+vectors, between back to back and random valid/ready gaps on both sides (input idle and
+output stall probabilities up to 0.5). Every ``result`` field and every ``o`` element is
+compared, in order, with ``ahasd.golden.aau``.
+
+``throughput``: long ``STATS``, ``SOFTMAX`` and ``SUM`` vectors back to back without
+stalls. Asserts one element per cycle on the input, the result ``N + RESULT_LATENCY``
+cycles after the first element (so ``1 + RESULT_LATENCY / N`` cycles per element) and
+the SOFTMAX output one element per cycle after ``SOFTMAX_LATENCY``; reports short-vector
+throughput (limited by the post pass).
+
+Environment: ``AHASD_PARAMS`` (AAUParams as JSON), ``AHASD_SEED``, ``AHASD_VECTORS``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from harness.tb import params_from_env, report, rng_from_env
+
+from ahasd.golden import aau as golden
+from ahasd.hw.aau import (
+    REDUCTION_LATENCY,
+    RESULT_LATENCY,
+    SOFTMAX_LATENCY,
+    Mode,
+    input_layout,
+    result_layout,
+)
+from ahasd.params import AAUParams
+
+VECTORS = int(os.environ.get("AHASD_VECTORS", "300"))
+MAX_TEST_LENGTH = 4096
+CLOCK_NS = 10
+SIGNED_FIELDS = ("max", "sum", "z_exp", "w")
+STATS_FIELDS = ("max", "argmax", "z", "z_exp", "w", "recip", "top1", "entropy")
+
+
+@dataclass
+class Vector:
+    mode: Mode
+    codes: np.ndarray
+    in_idle: float = 0.0  # probability of an idle input cycle while this vector streams
+    out_stall: float = 0.0  # probability of ready low on o and result
+    tag: str = ""
+
+
+@dataclass
+class Traffic:
+    """What came out, with the cycle of each transfer."""
+
+    inputs: list[int] = field(default_factory=list)  # cycle of every accepted element
+    results: list[tuple[int, dict[str, int]]] = field(default_factory=list)
+    elements: list[tuple[int, int, int]] = field(default_factory=list)  # (cycle, p, last)
+
+
+class TB:
+    def __init__(self, dut, params: AAUParams):
+        self.dut = dut
+        self.params = params
+        self.rng = rng_from_env("aau")
+        layout = input_layout(params)
+        self.data_at = layout["data"].offset
+        self.last_at = layout["last"].offset
+        self.mode_at = layout["mode"].offset
+        self.result_fields = [
+            (name, f.offset, f.width, name in SIGNED_FIELDS) for name, f in result_layout(params)
+        ]
+
+    async def start(self) -> None:
+        dut = self.dut
+        Clock(dut.clk, CLOCK_NS, unit="ns").start(start_high=False)
+        dut.i__valid.value = 0
+        dut.o__ready.value = 0
+        dut.result__ready.value = 0
+        dut.rst.value = 1
+        for _ in range(3):
+            await RisingEdge(dut.clk)
+        dut.rst.value = 0
+
+    def pack(self, code: int, last: int, mode: Mode) -> int:
+        return (
+            ((code & 0xFFFF) << self.data_at)
+            | (last << self.last_at)
+            | (mode.value << self.mode_at)
+        )
+
+    def unpack_result(self, value: int) -> dict[str, int]:
+        fields = {}
+        for name, offset, width, is_signed in self.result_fields:
+            bits = (value >> offset) & ((1 << width) - 1)
+            if is_signed and bits >> (width - 1):
+                bits -= 1 << width
+            fields[name] = bits
+        return fields
+
+    async def run(self, vectors: list[Vector], limit_cycles: int) -> Traffic:
+        """Stream ``vectors``; return when every result and element has come out."""
+        dut, rng = self.dut, self.rng
+        items = []  # (packed payload, in_idle, out_stall)
+        for vector in vectors:
+            count = len(vector.codes)
+            for n, code in enumerate(vector.codes.tolist()):
+                items.append(
+                    (
+                        self.pack(code, int(n == count - 1), vector.mode),
+                        vector.in_idle,
+                        vector.out_stall,
+                    )
+                )
+        want_results = sum(1 for v in vectors if v.mode != Mode.SOFTMAX)
+        want_elements = sum(len(v.codes) for v in vectors if v.mode == Mode.SOFTMAX)
+        traffic = Traffic()
+        position = 0
+        presenting = False
+        out_stall = 0.0
+        random = rng.random
+        for cycle in range(limit_cycles):
+            await FallingEdge(dut.clk)
+            if position < len(items):
+                payload, in_idle, out_stall = items[position]
+                if not presenting and (in_idle == 0.0 or random() >= in_idle):
+                    dut.i__payload.value = payload
+                    presenting = True
+            dut.i__valid.value = int(presenting)
+            o_ready = out_stall == 0.0 or random() >= out_stall
+            r_ready = out_stall == 0.0 or random() >= out_stall
+            dut.o__ready.value = int(o_ready)
+            dut.result__ready.value = int(r_ready)
+            await ReadOnly()
+            if presenting and dut.i__ready.value:
+                traffic.inputs.append(cycle)
+                position += 1
+                presenting = False
+            if o_ready and dut.o__valid.value:
+                value = int(dut.o__payload.value)
+                traffic.elements.append((cycle, value & 0xFFFF, value >> 16))
+            if r_ready and dut.result__valid.value:
+                value = self.unpack_result(int(dut.result__payload.value))
+                traffic.results.append((cycle, value))
+            if (
+                position == len(items)
+                and len(traffic.results) == want_results
+                and len(traffic.elements) == want_elements
+            ):
+                await FallingEdge(dut.clk)
+                dut.i__valid.value = 0
+                return traffic
+        raise AssertionError(
+            f"timeout after {limit_cycles} cycles: {position}/{len(items)} elements in, "
+            f"{len(traffic.results)}/{want_results} results, "
+            f"{len(traffic.elements)}/{want_elements} softmax elements out"
+        )
+
+
+def expected_outputs(vectors: list[Vector], params: AAUParams):
+    """The golden model's results and SOFTMAX elements, in stream order."""
+    results, elements = [], []
+    # Reset state of the unit: R = 0, recip = 0 (docs/aau.md section 6).
+    held = golden.Stats(max=0, argmax=0, z=0, z_exp=0, w=0, recip=0, top1=0, entropy=0)
+    for vector in vectors:
+        codes = vector.codes
+        if vector.mode == Mode.SOFTMAX:
+            probs = golden.aau_softmax(codes, params, stats=held)
+            lasts = [0] * (len(codes) - 1) + [1]
+            elements.extend(zip(probs.tolist(), lasts, strict=True))
+            continue
+        stats = golden.aau_stats(codes, params)
+        # Every reduction mode reports max/argmax/sum and the accumulators; only STATS
+        # runs the dividers (recip, top1 and entropy are 0 otherwise).
+        expect = {name: int(getattr(stats, name)) for name in STATS_FIELDS}
+        expect["sum"] = golden.aau_sum(codes, params)
+        expect["mode"] = vector.mode.value
+        assert golden.aau_max(codes, params) == (expect["max"], expect["argmax"])
+        if vector.mode == Mode.STATS:
+            held = stats
+        else:
+            expect.update(recip=0, top1=0, entropy=0)
+        results.append(expect)
+    return results, elements
+
+
+def compare(vectors, traffic, expected_results, expected_elements) -> list[str]:
+    errors = []
+    got_results = [value for _, value in traffic.results]
+    got_elements = [(p, last) for _, p, last in traffic.elements]
+    reductions = [v for v in vectors if v.mode != Mode.SOFTMAX]
+    for index, (vector, got, want) in enumerate(
+        zip(reductions, got_results, expected_results, strict=True)
+    ):
+        if got != want:
+            diff = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+            errors.append(
+                f"result {index} ({vector.tag}, {vector.mode.name}, length "
+                f"{len(vector.codes)}): (rtl, golden) differ in {diff}"
+            )
+    if got_elements != expected_elements:
+        first = next(
+            n
+            for n, (a, b) in enumerate(zip(got_elements, expected_elements, strict=False))
+            if a != b
+        )
+        bad = sum(a != b for a, b in zip(got_elements, expected_elements, strict=True))
+        errors.append(
+            f"{bad} softmax elements differ; first at stream element {first}: "
+            f"rtl {got_elements[first]}, golden {expected_elements[first]}"
+        )
+    return errors
+
+
+def clip16(values) -> np.ndarray:
+    return np.clip(np.round(values), -32768, 32767).astype(np.int64)
+
+
+def directed_vectors(rng: np.random.Generator) -> list[Vector]:
+    """Edge cases: length 1, all equal, max first/last, extremes, ties, ascending."""
+    cases = []
+    for code in (0, 1, -1, 32767, -32768, 1000):
+        cases.append(("length 1", np.array([code])))
+    for code, length in ((0, 4), (-300, 7), (32767, 100), (-32768, 4096), (123, 1000)):
+        cases.append(("all equal", np.full(length, code)))
+    for length in (2, 100, 4096):
+        base = clip16(rng.normal(0, 768, length))
+        first = base.copy()
+        first[0] = first.max() + 1 if first.max() < 32767 else 32767
+        cases.append(("max first", first))
+        last = base.copy()
+        last[-1] = last.max() + 1 if last.max() < 32767 else 32767
+        cases.append(("max last", last))
+    cases.append(("extremes", rng.choice([-32768, 32767], 600)))
+    cases.append(("extremes, max last", np.array([-32768] * 50 + [32767])))
+    cases.append(("extremes, max first", np.array([32767] + [-32768] * 50)))
+    cases.append(("ties", np.array([5, 7, 7, 3, 7, -2, 7])))
+    cases.append(("ties", np.repeat(clip16(rng.normal(0, 256, 40)), 3)))
+    cases.append(("ascending", np.arange(-32768, 32767, 128)))  # R grows at every element
+    cases.append(("descending", np.arange(32767, -32768, -97)))
+    vectors = []
+    for tag, codes in cases:
+        vectors.append(Vector(Mode.STATS, codes, tag=tag))
+        vectors.append(Vector(Mode.SOFTMAX, codes, tag=tag))
+    for tag, codes in cases[::3]:
+        vectors.append(Vector(Mode.SUM, codes, tag=tag))
+        vectors.append(Vector(Mode.MAX, codes, tag=tag))
+    return vectors
+
+
+def random_codes(rng: np.random.Generator, length: int) -> tuple[str, np.ndarray]:
+    kind = rng.integers(6)
+    if kind < 3:
+        sigma = (1.0, 3.0, 6.0)[kind]
+        return f"gauss s={sigma:g}", clip16(rng.normal(rng.normal(0, 4), sigma, length) * 256)
+    if kind == 3:
+        return "uniform int16", rng.integers(-32768, 32768, length)
+    if kind == 4:
+        codes = clip16(rng.normal(-2, 1, length) * 256)
+        codes[rng.integers(length)] = clip16(rng.uniform(8, 40) * 256)
+        return "near one-hot", codes
+    return "heavy tail", clip16(rng.standard_t(2.5, length) * 512)
+
+
+def random_vectors(rng: np.random.Generator, count: int, longest: int) -> list[Vector]:
+    vectors: list[Vector] = []
+    reductions = 0
+    while reductions < count:
+        length = int(np.exp(rng.uniform(0, np.log(longest + 1))))
+        length = min(longest, max(1, length))
+        if rng.random() < 0.03:
+            length = longest
+        tag, codes = random_codes(rng, length)
+        mode = Mode(rng.choice([Mode.STATS.value] * 3 + [Mode.SUM.value, Mode.MAX.value]))
+        vectors.append(Vector(mode, codes, tag=tag))
+        reductions += 1
+        if mode == Mode.STATS and rng.random() < 0.4:
+            if rng.random() < 0.1:  # a different vector: some s_i < 0 saturate
+                _, codes = random_codes(rng, length)
+            vectors.append(Vector(Mode.SOFTMAX, codes, tag=tag))
+    return vectors
+
+
+def assign_traffic(vectors: list[Vector], rng: np.random.Generator) -> None:
+    """Runs of a few vectors: back to back, or random gaps on the input, the outputs or
+    both."""
+    position = 0
+    while position < len(vectors):
+        run = int(rng.integers(1, 6))
+        pattern = rng.integers(4)
+        in_idle = float(rng.uniform(0.05, 0.5)) if pattern in (1, 3) else 0.0
+        out_stall = float(rng.uniform(0.05, 0.5)) if pattern in (2, 3) else 0.0
+        for vector in vectors[position : position + run]:
+            vector.in_idle, vector.out_stall = in_idle, out_stall
+        position += run
+
+
+@cocotb.test(timeout_time=600, timeout_unit="sec")
+async def random_vectors_bit_exact(dut):
+    """Directed and random vectors with random valid/ready gaps, against the golden model."""
+    params = params_from_env(AAUParams)
+    tb = TB(dut, params)
+    rng = np.random.default_rng(tb.rng.randrange(1 << 32))
+    await tb.start()
+
+    # SOFTMAX before any STATS pass: the reset R = 0 and recip = 0.
+    vectors = [Vector(Mode.SOFTMAX, np.array([0, -100, 177, 178, 32767]), tag="reset")]
+    vectors += directed_vectors(rng)
+    vectors = [v for v in vectors if len(v.codes) <= params.max_length]
+    missing = max(0, VECTORS - sum(v.mode != Mode.SOFTMAX for v in vectors))
+    vectors += random_vectors(rng, missing, min(MAX_TEST_LENGTH, params.max_length))
+    assign_traffic(vectors[1:], rng)
+    expected_results, expected_elements = expected_outputs(vectors, params)
+
+    total = sum(len(v.codes) for v in vectors)
+    started = time.perf_counter()
+    traffic = await tb.run(vectors, limit_cycles=20 * total + 100_000)
+    wall = time.perf_counter() - started
+    errors = compare(vectors, traffic, expected_results, expected_elements)
+    assert not errors, f"{len(errors)} mismatch(es):\n" + "\n".join(errors[:20])
+
+    counts = {mode.name: sum(v.mode == mode for v in vectors) for mode in Mode}
+    lengths = [len(v.codes) for v in vectors]
+    cycles = traffic.inputs[-1] - traffic.inputs[0] + 1
+    report(
+        dut,
+        f"{len(vectors)} vectors bit-exact ({counts}); lengths {min(lengths)}..{max(lengths)}, "
+        f"{total} elements in {cycles} cycles with gaps; {cycles / wall:.0f} cycles/s",
+    )
+
+
+@cocotb.test(timeout_time=60, timeout_unit="sec")
+async def throughput(dut):
+    """Back to back without stalls: 1 element per cycle plus a fixed overhead."""
+    params = params_from_env(AAUParams)
+    tb = TB(dut, params)
+    rng = np.random.default_rng(tb.rng.randrange(1 << 32))
+    await tb.start()
+    long = min(params.max_length, MAX_TEST_LENGTH)
+    lengths = [long, long, min(long, 1000), min(long, 100)]
+    stats = [Vector(Mode.STATS, clip16(rng.normal(0, 768, n)), tag="stats") for n in lengths]
+    softmax = Vector(Mode.SOFTMAX, stats[-1].codes, tag="softmax")
+    sums = Vector(Mode.SUM, clip16(rng.normal(0, 768, long)), tag="sum")
+    vectors = [*stats, softmax, softmax, sums]
+    traffic = await tb.run(vectors, limit_cycles=10 * sum(len(v.codes) for v in vectors))
+    errors = compare(vectors, traffic, *expected_outputs(vectors, params))
+    assert not errors, "\n".join(errors)
+
+    # The STATS vectors (each at least as long as the post pass) stream without a gap.
+    stats_elements = sum(lengths)
+    firsts, lasts = [], []
+    position = 0
+    for n in lengths:
+        firsts.append(traffic.inputs[position])
+        lasts.append(traffic.inputs[position + n - 1])
+        position += n
+    assert traffic.inputs[:stats_elements] == list(
+        range(traffic.inputs[0], traffic.inputs[0] + stats_elements)
+    ), "the input stalled during back-to-back STATS vectors"
+    result_cycles = [cycle for cycle, _ in traffic.results]
+    for n, first, last, done in zip(lengths, firsts, lasts, result_cycles, strict=False):
+        # result.valid rises RESULT_LATENCY cycles after the last element's input edge and
+        # is taken at the next edge: first element to result = N + RESULT_LATENCY cycles.
+        assert done - last == RESULT_LATENCY + 1, (n, done - last)
+        assert done - first == n + RESULT_LATENCY, (n, done - first)
+    per_element = [
+        (done - first) / n for n, first, done in zip(lengths, firsts, result_cycles, strict=False)
+    ]
+
+    # SOFTMAX: the second pass over the same vector streams one element per cycle.
+    soft_in = traffic.inputs[
+        stats_elements + len(softmax.codes) : stats_elements + 2 * len(softmax.codes)
+    ]
+    soft_out = [cycle for cycle, _, _ in traffic.elements][len(softmax.codes) :]
+    assert soft_in == list(range(soft_in[0], soft_in[0] + len(soft_in)))
+    assert [o - i for o, i in zip(soft_out, soft_in, strict=True)] == [SOFTMAX_LATENCY + 1] * len(
+        soft_in
+    )
+    sum_last = traffic.inputs[-1]
+    assert result_cycles[-1] - sum_last == REDUCTION_LATENCY + 1
+
+    # Short vectors back to back: limited by the post pass.
+    short = [Vector(Mode.STATS, clip16(rng.normal(0, 768, 8)), tag="short") for _ in range(20)]
+    traffic_short = await tb.run(short, limit_cycles=10_000)
+    errors = compare(short, traffic_short, *expected_outputs(short, params))
+    assert not errors, "\n".join(errors)
+    result_cycles = [cycle for cycle, _ in traffic_short.results]
+    spacing = {b - a for a, b in itertools.pairwise(result_cycles)}
+
+    report(
+        dut,
+        "STATS back to back: cycles/element "
+        + ", ".join(f"N={n}: {x:.4f}" for n, x in zip(lengths, per_element, strict=True))
+        + f" (= 1 + {RESULT_LATENCY}/N: pipeline 6 + copy 1 + divider 32 + combine 1); "
+        f"SOFTMAX 1 element/cycle, latency {SOFTMAX_LATENCY}; SUM/MAX latency "
+        f"{REDUCTION_LATENCY}; 8-element STATS vectors: one result every {sorted(spacing)} cycles",
+    )
