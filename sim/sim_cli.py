@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from ahasd.errors import UserError
-from ahasd.sim import report
+from ahasd.sim import phone, report
 from ahasd.sim.config import RunSettings, load_library
 from ahasd.sim.modes import MODES, PAPER_POLICIES, resolve_trace, simulate
 from ahasd.sim.policies import POLICY_NAMES
@@ -72,9 +72,10 @@ def register(subparsers) -> None:
         help="simulate one configuration of the NPU+PIM system model",
         description="Simulate speculative decoding of one pair with one policy in one mode.",
     )
-    sim.add_argument("--mode", required=True, help=f"execution mode: {', '.join(MODES)}")
-    sim.add_argument("--pair", required=True, help=f"model pair: {', '.join(PAPER_PAIRS)}")
-    sim.add_argument("--policy", required=True, help=f"drafting policy: {', '.join(POLICY_NAMES)}")
+    # --mode, --pair and --policy are required without --platform (checked in _simulate).
+    sim.add_argument("--mode", help=f"execution mode: {', '.join(MODES)} (required)")
+    sim.add_argument("--pair", help=f"model pair: {', '.join(PAPER_PAIRS)} (required)")
+    sim.add_argument("--policy", help=f"drafting policy: {', '.join(POLICY_NAMES)} (required)")
     sim.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
     sim.add_argument(
         "--policy-param",
@@ -88,6 +89,7 @@ def register(subparsers) -> None:
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.add_argument("--out", type=Path, help="write summary, queue CSV, Chrome trace, PNG here")
     _system_options(sim)
+    phone.add_options(sim)  # --platform, --duration, ...: the phone-SoC scenario
     sim.set_defaults(func=_simulate)
 
     sweep = subparsers.add_parser(
@@ -211,6 +213,11 @@ def _check_devices(library, settings: RunSettings) -> None:
 
 
 def _simulate(args) -> int:
+    if phone.wants_phone(args):
+        return phone.run_cli(args)
+    missing = [f"--{name}" for name in ("mode", "pair", "policy") if getattr(args, name) is None]
+    if missing:
+        raise UserError(f"simulate needs {', '.join(missing)} (or --platform for a phone SoC)")
     settings = RunSettings(
         **_base_settings(
             args,
