@@ -28,6 +28,7 @@ import numbers
 
 import numpy as np
 
+from ahasd.golden.ports import check_port
 from ahasd.params import ENTROPY_BITS, EDCParams
 
 __all__ = ["COUNTER_NAMES", "EDC", "bucket"]
@@ -37,16 +38,6 @@ COUNTER_NAMES = ("drafts", "continues", "suppressions", "verifies", "rollbacks")
 
 _BUCKET_MAX = (1 << EDCParams.BUCKET_BITS) - 1  # 7
 _DEFAULT_PARAMS = EDCParams()  # frozen, so one shared default is safe
-
-
-def _check_port(name: str, value: object, bits: int, low: int = 0) -> int:
-    """Return ``value`` as an int if it fits an unsigned ``bits``-wide port, else raise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    high = (1 << bits) - 1
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")
-    return int(value)
 
 
 def bucket(s: int, length: int, hmax: int) -> int:
@@ -133,7 +124,7 @@ class EDC:
 
     @hmax.setter
     def hmax(self, value: int) -> None:
-        self._hmax = _check_port("hmax", value, ENTROPY_BITS, low=1)
+        self._hmax = check_port("hmax", value, ENTROPY_BITS, low=1)
 
     def full(self) -> bool:
         """True when ``LLR == 2**llr_bits - 1``: the next ``DRAFT`` would be refused."""
@@ -182,8 +173,8 @@ class EDC:
         :attr:`error` is set, the event is consumed, nothing else changes).
         """
         p = self.params
-        s = _check_port("s", s, p.sum_bits)
-        length = _check_port("length", length, p.length_bits)
+        s = check_port("s", s, p.sum_bits)
+        length = check_port("length", length, p.length_bits)
         if self.full():
             return None
         if length == 0:
@@ -220,9 +211,9 @@ class EDC:
         if isinstance(full, bool):
             accepted = full
         else:
-            accepted = bool(_check_port("full", full, 1))
-        s_acc = _check_port("s_acc", s_acc, p.sum_bits)
-        n_acc = _check_port("n_acc", n_acc, p.length_bits)
+            accepted = bool(check_port("full", full, 1))
+        s_acc = check_port("s_acc", s_acc, p.sum_bits)
+        n_acc = check_port("n_acc", n_acc, p.length_bits)
         if self.llr == 0:
             self.error = True
             return

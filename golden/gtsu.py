@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import numbers
 
+from ahasd.golden.ports import check_port
 from ahasd.params import GTSUParams
 
 __all__ = ["GTSU", "SWITCH_COUNTER_BITS", "TASKS", "TASK_CODES", "switch_cycles"]
@@ -85,16 +86,6 @@ TASK_CODES = {name: code for code, name in enumerate(TASKS)}
 SWITCH_COUNTER_BITS = 32
 
 _DEFAULT_PARAMS = GTSUParams()  # frozen, so one shared default is safe
-
-
-def _check_port(name: str, value: object, bits: int) -> int:
-    """Return ``value`` as an int if it fits an unsigned ``bits``-wide port, else raise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    high = (1 << bits) - 1
-    if not 0 <= value <= high:
-        raise ValueError(f"{name} must be between 0 and {high}, not {value!r}")
-    return int(value)
 
 
 def _check_bit(name: str, value: object) -> bool:
@@ -140,8 +131,8 @@ def switch_cycles(
         raise TypeError(f"params must be a GTSUParams, not {params!r}")
     from_task = _check_task("from_task", from_task)
     to_task = _check_task("to_task", to_task)
-    off = params.t_off if t_off is None else _check_port("t_off", t_off, params.timer_bits)
-    on = params.t_on if t_on is None else _check_port("t_on", t_on, params.timer_bits)
+    off = params.t_off if t_off is None else check_port("t_off", t_off, params.timer_bits)
+    on = params.t_on if t_on is None else check_port("t_on", t_on, params.timer_bits)
     if from_task == to_task:
         return 0
     if to_task == "IDLE":
@@ -219,7 +210,7 @@ class GTSU:
 
     @dlm_mask.setter
     def dlm_mask(self, value: int) -> None:
-        self._dlm_mask = _check_port("dlm_mask", value, self.params.ranks)
+        self._dlm_mask = check_port("dlm_mask", value, self.params.ranks)
 
     @property
     def tlm_mask(self) -> int:
@@ -228,7 +219,7 @@ class GTSU:
 
     @tlm_mask.setter
     def tlm_mask(self, value: int) -> None:
-        self._tlm_mask = _check_port("tlm_mask", value, self.params.ranks)
+        self._tlm_mask = check_port("tlm_mask", value, self.params.ranks)
 
     @property
     def t_off(self) -> int:
@@ -237,7 +228,7 @@ class GTSU:
 
     @t_off.setter
     def t_off(self, value: int) -> None:
-        self._t_off = _check_port("t_off", value, self.params.timer_bits)
+        self._t_off = check_port("t_off", value, self.params.timer_bits)
 
     @property
     def t_on(self) -> int:
@@ -246,7 +237,7 @@ class GTSU:
 
     @t_on.setter
     def t_on(self, value: int) -> None:
-        self._t_on = _check_port("t_on", value, self.params.timer_bits)
+        self._t_on = check_port("t_on", value, self.params.timer_bits)
 
     # -- clock -----------------------------------------------------------------------------
 

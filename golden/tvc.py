@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numbers
 
+from ahasd.golden.ports import check_port
 from ahasd.params import TVCParams
 
 __all__ = ["TABLES", "TVC"]
@@ -38,16 +39,6 @@ __all__ = ["TABLES", "TVC"]
 TABLES = ("nvct", "pdct", "pvct")
 
 _DEFAULT_PARAMS = TVCParams()  # frozen, so one shared default is safe
-
-
-def _check_port(name: str, value: object, bits: int) -> int:
-    """Return ``value`` as an int if it fits an unsigned ``bits``-wide port, else raise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    high = (1 << bits) - 1
-    if not 0 <= value <= high:
-        raise ValueError(f"{name} must be between 0 and {high}, not {value!r}")
-    return int(value)
 
 
 def _check_cycle(value: object) -> int:
@@ -114,13 +105,13 @@ class TVC:
 
     @n_max.setter
     def n_max(self, value: int) -> None:
-        self._n_max = _check_port("n_max", value, self.params.n_bits)
+        self._n_max = check_port("n_max", value, self.params.n_bits)
 
     def write(self, table: str, index: int, value: int) -> None:
         """Register-interface preset: ``tables[table][index] := value`` (no shifting)."""
         name = self._check_table(table)
         index = self._check_index(index)
-        self.tables[name][index] = _check_port("value", value, self.params.ratio_bits)
+        self.tables[name][index] = check_port("value", value, self.params.ratio_bits)
 
     # -- commands --------------------------------------------------------------------------
 
@@ -131,8 +122,8 @@ class TVC:
         """
         p = self.params
         name = self._check_table(table)
-        cycles = _check_port("cycles", cycles, p.cycle_bits)
-        length = _check_port("length", length, p.length_bits)
+        cycles = check_port("cycles", cycles, p.cycle_bits)
+        length = check_port("length", length, p.length_bits)
         if length == 0:
             self.error = True
             return
@@ -143,7 +134,7 @@ class TVC:
 
     def npu_start(self, l_kv: int, cycle: int) -> None:
         """``NPU_START(L_kv)`` accepted at ``cycle``: latch ``L_kv``, restart NCR, mark busy."""
-        l_kv = _check_port("l_kv", l_kv, self.params.length_bits)
+        l_kv = check_port("l_kv", l_kv, self.params.length_bits)
         cycle = self._advance(cycle)
         self.l_kv = l_kv
         self._start_cycle = cycle
@@ -183,7 +174,7 @@ class TVC:
         ``C_left <= 0`` or ``sum(PVCT) == 0``) and ``n`` (the answer).
         """
         params = self.params
-        p = _check_port("p", p, params.length_bits)
+        p = check_port("p", p, params.length_bits)
         cycle = _check_cycle(cycle)
         shift = params.frac_bits + params.depth_log2
         ncr = self.ncr(cycle)
