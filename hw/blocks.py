@@ -50,6 +50,12 @@ BLOCKS: dict[str, Block] = {
             ("pim", "npu", "cpu"),
         ),
         Block(
+            "edc",
+            "ahasd.hw.edc:EDC",
+            "ahasd.params:EDCParams",
+            "entropy-history drafting control",
+        ),
+        Block(
             "tvc",
             "ahasd.hw.tvc:TVC",
             "ahasd.params:TVCParams",
