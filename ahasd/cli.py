@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "ahasd.hw.cli",
     "ahasd.sim.trace_cli",
     "ahasd.sim.sim_cli",
+    "ahasd.hw.regmap_cli",
 ]
 
 

@@ -73,6 +73,13 @@ BLOCKS: dict[str, Block] = {
             "ahasd.params:GTSUParams",
             "gated task scheduling unit",
         ),
+        Block(
+            "top",
+            "ahasd.hw.top:ControllerTop",
+            "ahasd.params:TopParams",
+            "the AHASD controller: EDC, TVC, GTSU and the queues behind one register interface",
+            ("pim", "npu", "cpu"),
+        ),
     ]
 }
 
