@@ -34,8 +34,9 @@ def simulate(
     clocks : {domain: period in seconds}, default ``{"sync": 1e-8}``.
     processes : background coroutines (``add_process``) such as stall generators.
     name : waveform file name when ``WAVES=1`` (written to ``build/amaranth-sim/<name>.vcd``).
-    deadline : simulated seconds after which the run stops (a hung handshake then fails the
-        test through the testbench's own assertions instead of hanging pytest).
+    deadline : simulated seconds within which every testbench must have returned; a watchdog
+        fails the test if one has not (a hung handshake fails instead of hanging pytest).
+        The run ends as soon as the testbenches return, whether or not a deadline is given.
     """
     sim = Simulator(dut)
     for domain, period in (clocks or {"sync": 1e-8}).items():
@@ -46,10 +47,16 @@ def simulate(
         sim.add_testbench(testbench)
     for process in processes:
         sim.add_process(process)
-    run = sim.run if deadline is None else (lambda: sim.run_until(deadline))
+    if deadline is not None:
+        # A background process: it does not keep the run alive once the testbenches return.
+        async def watchdog(ctx):
+            await ctx.delay(deadline)
+            raise AssertionError(f"testbenches still running after {deadline} s simulated")
+
+        sim.add_process(watchdog)
     if os.environ.get("WAVES") == "1":
         BUILD.mkdir(parents=True, exist_ok=True)
         with sim.write_vcd(str(BUILD / f"{name}.vcd")):
-            run()
+            sim.run()
     else:
-        run()
+        sim.run()
