@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "ahasd.sim.trace_cli",
     "ahasd.sim.sim_cli",
     "ahasd.hw.regmap_cli",
+    "ahasd.sim.cosim_cli",
 ]
 
 

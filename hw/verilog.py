@@ -25,10 +25,12 @@ design gets fixed in the design.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,3 +136,44 @@ def lint(path: Path, top: str) -> LintResult:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     output = (done.stdout + done.stderr).strip()
     return LintResult(path, done.returncode == 0 and "%Warning" not in output, output)
+
+
+def build_simulation(
+    component: Callable[[], object],
+    top: str,
+    build_dir: Path,
+    *,
+    domains: tuple[str, ...] = ("sync",),
+    simulator: str = "verilator",
+    waves: bool = False,
+) -> object:
+    """Convert ``component()`` and build it for cocotb; returns the runner that built it.
+
+    The Verilog is rewritten only when its text changes and the simulator's own make is
+    incremental, so a second build of the same design is nearly free. Several processes may
+    ask for the same build at once (parallel pytest workers, a test and ``ahasd cosim``): a
+    lock on the build directory lets one build while the others wait and then find it up to
+    date. A cocotb runner must build before it can test, so use the returned runner for
+    ``runner.test(...)``.
+    """
+    from cocotb_tools.runner import get_runner
+
+    if simulator == "verilator":
+        prepare_verilator_environment()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    source = build_dir / f"{top}.v"
+    runner = get_runner(simulator)
+    with open(build_dir / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        write_if_changed(source, component_verilog(component(), top, domains))
+        runner.build(
+            sources=[source],
+            hdl_toplevel=top,
+            build_dir=build_dir,
+            timescale=("1ns", "1ps"),
+            # Amaranth's width warnings are not fatal (lint runs separately, with -Wall).
+            build_args=["-Wno-fatal"] if simulator == "verilator" else [],
+            waves=waves,
+            log_file=build_dir / "build.log",
+        )
+    return runner

@@ -19,7 +19,6 @@ are echoed to stdout, so ``pytest -rA`` or ``-s`` shows them.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -33,7 +32,7 @@ from typing import Any
 import pytest
 
 from ahasd.hw.blocks import lookup
-from ahasd.hw.verilog import component_verilog, prepare_verilator_environment, write_if_changed
+from ahasd.hw.verilog import build_simulation
 
 from .seeds import choose_seed
 
@@ -52,11 +51,8 @@ def simulator() -> str:
 
 
 def _prepare_tools(sim: str) -> None:
-    if sim == "icarus":
-        if shutil.which("iverilog") is None:
-            pytest.skip("SIM=icarus but iverilog is not installed (apt-get install iverilog)")
-        return
-    prepare_verilator_environment()
+    if sim == "icarus" and shutil.which("iverilog") is None:
+        pytest.skip("SIM=icarus but iverilog is not installed (apt-get install iverilog)")
 
 
 def _params_json(params: Any) -> str:
@@ -94,28 +90,12 @@ def run_cocotb(
     sim = simulator()
     _prepare_tools(sim)
     from cocotb_tools.check_results import get_results
-    from cocotb_tools.runner import get_runner
 
     waves = os.environ.get("WAVES") == "1"
     build_dir = BUILD / sim / f"{top}-{tag}{'-waves' if waves else ''}"
-    source = build_dir / f"{top}.v"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    runner = get_runner(sim)
-    build_args = ["-Wno-fatal"] if sim == "verilator" else []
-    # Parallel pytest workers (pytest-xdist) may want the same build: one builds, the others
-    # wait and then find it up to date.
-    with open(build_dir / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        write_if_changed(source, component_verilog(component(), top, domains))
-        runner.build(
-            sources=[source],
-            hdl_toplevel=top,
-            build_dir=build_dir,
-            timescale=("1ns", "1ps"),
-            build_args=build_args,
-            waves=waves,
-            log_file=build_dir / "build.log",
-        )
+    runner = build_simulation(
+        component, top, build_dir, domains=domains, simulator=sim, waves=waves
+    )
 
     seed = choose_seed() if seed is None else seed
     # One run directory per pytest item, so parametrised runs keep their own logs.

@@ -1,0 +1,162 @@
+"""``ahasd cosim``: the system model with the RTL controller top in the loop.
+
+Same options as ``ahasd simulate`` (``--json`` included; the phone-SoC scenario is not
+co-simulated), plus:
+
+- ``--waves``: record waveforms, written as ``<run name>.vcd`` in the run directory;
+- ``--rtl-latency``: feed the controller latencies measured in the RTL back into the model's
+  timing (off by default, so that the run is identical to ``ahasd simulate``);
+- ``--check``: also run the golden controller and fail (exit 1) on the first divergence;
+- ``--build-dir``: where the Verilator builds and runs go (default ``build/cosim``).
+
+The summary printed is the model's; ``cosim`` (in ``--json``, or a few lines of text) holds
+what the co-simulation measured: controller latencies, cycles simulated and warped, wall time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from ahasd.errors import UserError
+from ahasd.sim import report
+from ahasd.sim.config import RunSettings, load_library
+from ahasd.sim.modes import MODES
+from ahasd.sim.policies import POLICY_NAMES
+from ahasd.sim.sim_cli import (
+    _TABLE,
+    PAPER_PAIRS,
+    _base_settings,
+    _check_devices,
+    _check_names,
+    _policy_params,
+    _system_options,
+)
+
+__all__ = ["register", "run_name"]
+
+
+def register(subparsers) -> None:
+    cos = subparsers.add_parser(
+        "cosim",
+        help="simulate one configuration with the RTL controller in the loop (cocotb)",
+        description="Run the system model with every EDC, TVC and GTSU decision taken by the "
+        "generated Verilog of the controller top under cocotb and Verilator.",
+    )
+    cos.add_argument("--mode", required=True, help=f"execution mode: {', '.join(MODES)}")
+    cos.add_argument("--pair", required=True, help=f"model pair: {', '.join(PAPER_PAIRS)}")
+    cos.add_argument("--policy", required=True, help=f"policy: {', '.join(POLICY_NAMES)}")
+    cos.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    cos.add_argument(
+        "--policy-param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="policy parameter (repeatable; VALUE is JSON or a string)",
+    )
+    cos.add_argument("--draft-model", help="override the pair's draft model")
+    cos.add_argument("--target-model", help="override the pair's target model")
+    cos.add_argument("--json", action="store_true", help="print one JSON object")
+    cos.add_argument("--out", type=Path, help="write summary.json, cosim.json, decisions.json")
+    _system_options(cos)
+    cos.add_argument("--waves", action="store_true", help="write waveforms named after the run")
+    cos.add_argument(
+        "--rtl-latency",
+        action="store_true",
+        help="feed the RTL-measured controller latencies back into the model's timing",
+    )
+    cos.add_argument(
+        "--check", action="store_true", help="compare with the golden controller (exit 1 if not)"
+    )
+    cos.add_argument(
+        "--build-dir", type=Path, default=Path("build/cosim"), help="build root (build/cosim)"
+    )
+    cos.set_defaults(func=_cosim)
+
+
+def run_name(settings: RunSettings, feedback: bool) -> str:
+    """A file-name-safe name for a run: mode, pair, policy, seed, tokens, trace."""
+    trace = settings.trace or "synthetic"
+    parts = [
+        settings.mode,
+        settings.pair,
+        settings.policy,
+        f"s{settings.seed}",
+        f"n{settings.tokens}",
+        Path(trace).stem if trace else trace,
+    ]
+    if feedback:
+        parts.append("rtl-latency")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
+
+
+def _cosim(args) -> int:
+    from ahasd.sim.cosim import first_divergence, model_top_params, run_model, settings_to_dict
+    from ahasd.sim.cosim_build import check_build_root, run_cosim
+
+    settings = RunSettings(
+        **_base_settings(
+            args,
+            mode=args.mode,
+            pair=args.pair,
+            policy=args.policy,
+            seed=args.seed,
+            policy_params=_policy_params(args.policy_param),
+            draft_model=args.draft_model,
+            target_model=args.target_model,
+        )
+    )
+    if settings.trace is not None and Path(settings.trace).is_file():
+        # The simulator process runs in its own directory: hand it an absolute path.
+        settings = dataclasses.replace(settings, trace=str(Path(settings.trace).resolve()))
+    library = load_library(settings.spec_dirs)
+    _check_names(library, [settings.mode], [settings.pair], [settings.policy])
+    _check_devices(library, settings)
+    if args.check and args.rtl_latency:
+        raise UserError("--check compares with the golden timing: drop --rtl-latency")
+    build_root = check_build_root(args.build_dir)
+    name = run_name(settings, args.rtl_latency)
+    run = run_cosim(
+        {"settings": settings_to_dict(settings), "feedback": args.rtl_latency},
+        model_top_params(settings),
+        run_name=name,
+        build_root=build_root,
+        waves=args.waves,
+    )
+    result = json.loads(run.result_file.read_text())
+    summary, stats = result["summary"], result["cosim"]
+    stats["run_dir"] = str(run.run_dir)
+    stats["waves"] = str(run.waves) if run.waves else None
+    status = 0
+    if args.check:
+        golden, golden_log = run_model(settings)
+        divergence = first_divergence(golden_log, result["log"])
+        stats["identical"] = divergence is None and golden == summary
+        stats["first_divergence"] = divergence
+        status = 0 if stats["identical"] else 1
+    if args.out is not None:
+        report.write_json(args.out / "summary.json", summary)
+        report.write_json(args.out / "cosim.json", stats)
+        report.write_json(args.out / "decisions.json", result["log"])
+    if args.json:
+        print(json.dumps({**summary, "cosim": stats}))
+        return status
+    print(report.format_table([summary], _TABLE))
+    print()
+    print(
+        f"cosim: {stats['calls']} controller calls, {stats['simulated_cycles']} PIM cycles "
+        f"simulated + {stats['warped_cycles']} warped ({stats['warps']} warps, "
+        f"{stats['rewinds']} rewinds), {stats['wall_s']:.1f} s"
+    )
+    for key in ("edc_decision_latency", "tvc_answer_latency", "gtsu_switch_cycles"):
+        print(f"cosim: {key} (cycles: count) {stats[key]}")
+    if run.waves:
+        print(f"waves: {run.waves}")
+    if args.check:
+        if stats["identical"]:
+            print("check: identical to the golden-controller run")
+        else:
+            print(f"check: DIVERGES: {json.dumps(stats['first_divergence'])}")
+    return status

@@ -1,0 +1,49 @@
+"""``ahasd cosim`` command line: user errors exit 2 before anything is built; ``--json`` prints
+the model's summary plus the co-simulation's ``cosim`` object (one short run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ahasd.cli import main
+
+# The build tests/top and the identity test share (same Verilog text, same directory name).
+BUILD = Path(__file__).resolve().parents[2] / "build" / "cocotb" / "verilator"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--mode", "bogus", "unknown mode 'bogus'"),
+        ("--policy", "nope", "unknown policy 'nope'"),
+        ("--pair", "no-such-pair", "no-such-pair"),
+    ],
+)
+def test_cosim_rejects_bad_names_with_exit_2(option, value, message, capsys, tmp_path):
+    args = {"--mode": "ahasd", "--pair": "opt-1.3b-6.7b", "--policy": "fixed", option: value}
+    argv = ["cosim", *[x for kv in args.items() for x in kv], "--build-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was built
+
+
+def test_cosim_check_refuses_rtl_latency(capsys, tmp_path):
+    argv = ["cosim", "--mode", "ahasd", "--pair", "opt-1.3b-6.7b", "--policy", "fixed"]
+    argv += ["--check", "--rtl-latency", "--build-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert "--rtl-latency" in capsys.readouterr().err
+
+
+@pytest.mark.cocotb
+def test_cosim_json_holds_summary_and_cosim(capsys):
+    argv = ["cosim", "--mode", "ahasd", "--pair", "opt-1.3b-6.7b", "--policy", "fixed"]
+    argv += ["--tokens", "32", "--check", "--json", "--build-dir", str(BUILD)]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["mode"] == "ahasd"
+    assert result["tokens"] == 32
+    assert result["cosim"]["identical"] is True
+    assert result["cosim"]["first_divergence"] is None
