@@ -23,16 +23,14 @@ from pathlib import Path
 from ahasd.errors import UserError
 from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
-from ahasd.sim.modes import MODES
-from ahasd.sim.policies import POLICY_NAMES
 from ahasd.sim.sim_cli import (
     _TABLE,
-    PAPER_PAIRS,
     _base_settings,
     _check_devices,
     _check_names,
     _policy_params,
     _system_options,
+    add_run_options,
 )
 
 __all__ = ["register", "run_name"]
@@ -45,20 +43,7 @@ def register(subparsers) -> None:
         description="Run the system model with every EDC, TVC and GTSU decision taken by the "
         "generated Verilog of the controller top under cocotb and Verilator.",
     )
-    cos.add_argument("--mode", required=True, help=f"execution mode: {', '.join(MODES)}")
-    cos.add_argument("--pair", required=True, help=f"model pair: {', '.join(PAPER_PAIRS)}")
-    cos.add_argument("--policy", required=True, help=f"policy: {', '.join(POLICY_NAMES)}")
-    cos.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
-    cos.add_argument(
-        "--policy-param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="policy parameter (repeatable; VALUE is JSON or a string)",
-    )
-    cos.add_argument("--draft-model", help="override the pair's draft model")
-    cos.add_argument("--target-model", help="override the pair's target model")
-    cos.add_argument("--json", action="store_true", help="print one JSON object")
+    add_run_options(cos, required=True)
     cos.add_argument("--out", type=Path, help="write summary.json, cosim.json, decisions.json")
     _system_options(cos)
     cos.add_argument("--waves", action="store_true", help="write waveforms named after the run")

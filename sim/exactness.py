@@ -33,6 +33,7 @@ __all__ = [
     "chi_square_critical",
     "chi_square_statistic",
     "exact_sequence_distribution",
+    "rejection_step",
     "residual",
     "sample_categorical",
     "speculative_sequences",
@@ -55,6 +56,22 @@ def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     total = excess.sum(axis=-1, keepdims=True)
     safe = np.where(total > 0, total, 1.0)
     return np.where(total > 0, excess / safe, p)
+
+
+def rejection_step(p: np.ndarray, q: np.ndarray, rng: np.random.Generator) -> tuple[int, bool]:
+    """One position of speculative sampling on explicit distributions (the recorders' rule).
+
+    Draws the draft token from ``q``, keeps it with probability ``min(1, p/q)``, else draws
+    the replacement from the residual ``norm(max(p - q, 0))`` (the draft token stands when
+    ``p == q`` up to rounding leaves no residual mass). Returns ``(token, kept)``. Random
+    numbers are drawn in this order: the draft token, the acceptance test, the replacement.
+    """
+    drafted = int(rng.choice(len(q), p=q))
+    if rng.random() < min(1.0, p[drafted] / q[drafted]):
+        return drafted, True
+    excess = np.maximum(p - q, 0.0)
+    total = excess.sum()
+    return (int(rng.choice(len(p), p=excess / total)) if total > 0 else drafted), False
 
 
 def sample_categorical(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:

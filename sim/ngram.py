@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ahasd.errors import UserError
+from ahasd.sim.exactness import rejection_step
 from ahasd.sim.traces import Trace, TraceHeader
 
 __all__ = [
@@ -264,16 +265,8 @@ def record(
         top1[pos] = q.max()
         beta[pos] = min(1.0, float(np.minimum(p, q).sum()))
         target_entropy[pos] = _entropy(p)
-        drafted = int(rng.choice(VOCAB, p=q))
-        kept = rng.random() < min(1.0, p[drafted] / q[drafted])
+        token, kept = rejection_step(p, q, rng)
         accept[pos] = kept
-        if kept:
-            token = drafted
-        else:
-            excess = np.maximum(p - q, 0.0)
-            # p == q up to rounding leaves no residual mass: the draft token stands.
-            total = excess.sum()
-            token = int(rng.choice(VOCAB, p=excess / total)) if total > 0 else drafted
         output.append(token)
         context.append(token)
     header = TraceHeader(

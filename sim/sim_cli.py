@@ -66,6 +66,31 @@ _COMPARISON_TABLE = [
 ]
 
 
+def add_run_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """The options naming one run, shared by ``ahasd simulate`` and ``ahasd cosim``."""
+    suffix = "" if required else " (required)"
+    parser.add_argument(
+        "--mode", required=required, help=f"execution mode: {', '.join(MODES)}{suffix}"
+    )
+    parser.add_argument(
+        "--pair", required=required, help=f"model pair: {', '.join(PAPER_PAIRS)}{suffix}"
+    )
+    parser.add_argument(
+        "--policy", required=required, help=f"drafting policy: {', '.join(POLICY_NAMES)}{suffix}"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    parser.add_argument(
+        "--policy-param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="policy parameter (repeatable; VALUE is JSON or a string)",
+    )
+    parser.add_argument("--draft-model", help="override the pair's draft model")
+    parser.add_argument("--target-model", help="override the pair's target model")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 def register(subparsers) -> None:
     sim = subparsers.add_parser(
         "simulate",
@@ -73,20 +98,7 @@ def register(subparsers) -> None:
         description="Simulate speculative decoding of one pair with one policy in one mode.",
     )
     # --mode, --pair and --policy are required without --platform (checked in _simulate).
-    sim.add_argument("--mode", help=f"execution mode: {', '.join(MODES)} (required)")
-    sim.add_argument("--pair", help=f"model pair: {', '.join(PAPER_PAIRS)} (required)")
-    sim.add_argument("--policy", help=f"drafting policy: {', '.join(POLICY_NAMES)} (required)")
-    sim.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
-    sim.add_argument(
-        "--policy-param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="policy parameter (repeatable; VALUE is JSON or a string)",
-    )
-    sim.add_argument("--draft-model", help="override the pair's draft model")
-    sim.add_argument("--target-model", help="override the pair's target model")
-    sim.add_argument("--json", action="store_true", help="print one JSON object")
+    add_run_options(sim, required=False)
     sim.add_argument("--out", type=Path, help="write summary, queue CSV, Chrome trace, PNG here")
     _system_options(sim)
     phone.add_options(sim)  # --platform, --duration, ...: the phone-SoC scenario
