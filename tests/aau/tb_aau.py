@@ -92,6 +92,7 @@ class TB:
         dut = self.dut
         Clock(dut.clk, CLOCK_NS, unit="ns").start(start_high=False)
         dut.i__valid.value = 0
+        dut.i__payload.value = 0  # four-state simulators start every input at X
         dut.o__ready.value = 0
         dut.result__ready.value = 0
         dut.rst.value = 1

@@ -138,6 +138,9 @@ async def run_random(dut, events: int, stall: float, label: str) -> None:
     dut.i__valid.value = 0
     dut.o__ready.value = 0
     dut.hmax_w__valid.value = 0
+    # Payloads defined too: four-state simulators start every input at X.
+    dut.i__payload.value = 0
+    dut.hmax_w__payload.value = 0
     Clock(dut.clk, 10, unit="ns").start(start_high=False)
     await reset(dut.clk, dut.rst)
 

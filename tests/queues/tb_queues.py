@@ -77,8 +77,11 @@ class TB:
             Clock(getattr(dut, f"{name}_clk"), period, unit="ps").start(start_high=False)
         for name in ("pim", "npu", "cpu"):
             getattr(dut, f"{name}_rst").value = 1
-        dut.draft_w__valid.value = 0
-        dut.draft_r__ready.value = 0
+        # Every input defined before the first edge (four-state simulators start at X).
+        for queue in ("draft", "feedback", "preverify"):
+            getattr(dut, f"{queue}_w__valid").value = 0
+            getattr(dut, f"{queue}_w__payload").value = 0
+            getattr(dut, f"{queue}_r__ready").value = 0
         dut.draft_r_epoch.value = 0
         await Timer(max(periods_ps) * 4, unit="ps")
         for name in ("pim", "npu", "cpu"):
