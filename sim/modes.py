@@ -523,8 +523,9 @@ class _AsyncRun(_Run):
         self.draft_token(delay)
 
     def switch(self, task: str) -> float:
-        if not self.tvc:
-            return 0.0
+        # Asked in every asynchronous mode: without TVC the ranks never change role, so the
+        # golden answer is 0, but a controller may report latency through it (co-simulation's
+        # --rtl-latency feeds the RTL's decision latencies back here).
         cycles = self.ctl.gtsu_switch(task)
         if not cycles:
             return 0.0
