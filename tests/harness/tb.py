@@ -28,13 +28,16 @@ PREFIX = "AHASD:"
 
 
 def params_from_env(cls: type) -> Any:
-    """The parameter dataclass the pytest side passed in ``AHASD_PARAMS``."""
-    return cls(**json.loads(os.environ.get("AHASD_PARAMS", "{}")))
+    """The parameter dataclass the pytest side passed in ``AHASD_TB_PARAMS``."""
+    return cls(**json.loads(os.environ.get("AHASD_TB_PARAMS", "{}")))
 
 
 def rng_from_env(salt: str = "") -> random.Random:
-    """A ``random.Random`` seeded from ``AHASD_SEED`` (and ``salt``, for independent streams)."""
-    seed = int(os.environ.get("AHASD_SEED", "0"))
+    """A ``random.Random`` seeded from the run's seed (and ``salt``, for independent streams).
+
+    The pytest side passes the seed as ``AHASD_TB_SEED`` (derived from ``AHASD_SEED`` when set).
+    """
+    seed = int(os.environ.get("AHASD_TB_SEED", "0"))
     return random.Random(f"{seed}:{salt}")
 
 

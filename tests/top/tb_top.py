@@ -26,7 +26,7 @@ compared when the TVC is idle: the golden EDC and TVC apply an event at once, th
 cycles later (``ahasd.golden.top``). Queue levels read through the bus are compared with the
 level ports of the same cycle (the golden queues have no synchroniser lag).
 
-Environment: ``AHASD_PARAMS`` (TopParams as nested JSON), ``AHASD_SEED``, ``AHASD_EVENTS``
+Environment: ``AHASD_TB_PARAMS`` (TopParams as nested JSON), ``AHASD_TB_SEED``, ``AHASD_EVENTS``
 (default 20,000: EDC events + TVC commands + queue entries written).
 """
 
@@ -93,6 +93,7 @@ class TB:
         self.rng = rng_from_env("top-pim")
         self.errors: list[str] = []
         self.cycle = 0
+        self.switches_before_resets = 0  # GTSU switches counted before soft resets
         self.stop = False  # no new traffic (drain)
         # Streams.
         self.edc_in = Stream(dut, "edc_event")
@@ -510,7 +511,10 @@ class TB:
             golden.step(self.want_draft, want_preverify)
             if self.bus_write is not None and bus_ready:
                 name, value = self.bus_write
+                switches = golden.gtsu.switches
                 golden.reg_write(name, value)
+                if golden.gtsu.switches < switches:  # a soft reset of the GTSU clears its count
+                    self.switches_before_resets += switches
                 self.bus_write = None
                 self.counts["soft_resets" if name == "SOFT_RESET" else "writes"] += 1
                 if name == "SOFT_RESET":
@@ -667,7 +671,7 @@ async def run_preset(tb: TB) -> None:
 @cocotb.test(timeout_time=600, timeout_unit="ms")
 async def integration(dut):
     """Presets through the bus, then random PIM/NPU/CPU traffic checked against the golden."""
-    params = TopParams.from_dict(json.loads(os.environ.get("AHASD_PARAMS", "{}")))
+    params = TopParams.from_dict(json.loads(os.environ.get("AHASD_TB_PARAMS", "{}")))
     tb = TB(dut, params)
     await tb.start()
     started = time.perf_counter()
@@ -726,7 +730,8 @@ async def integration(dut):
     }
     too_few = {name: c[name] for name, low in minimums.items() if c[name] < low}
     assert not too_few, f"traffic too thin: {too_few} (all counts: {c})"
-    assert golden.gtsu.switches > 10, golden.gtsu.switches
+    switches = tb.switches_before_resets + golden.gtsu.switches
+    assert switches > 10, f"only {switches} GTSU switches"
     report(
         dut,
         f"{tb.events} events ({c['edc_events']} EDC, {c['tvc_commands']} TVC, "
@@ -736,5 +741,5 @@ async def integration(dut):
         f"({c['nonzero_answers']} nonzero), {c['reads_checked']} reads checked "
         f"({c['reads_unchecked']} skipped: TVC busy), {c['writes']} writes, "
         f"{c['soft_resets']} soft resets, {c['refusals']} refused DRAFT cycles, "
-        f"{c['squashed']} squashed drafts, {golden.gtsu.switches} GTSU switches",
+        f"{c['squashed']} squashed drafts, {switches} GTSU switches",
     )

@@ -15,7 +15,7 @@ cycle (round robin); ``ncr``, ``npu_busy`` and ``error`` against the golden mode
 while busy; the ``ASK`` latency (acceptance to answer valid) and the ``LEARN`` latency
 (acceptance to the entry being in its table) against the 40-cycle targets.
 
-Environment: ``AHASD_PARAMS`` (TVCParams as JSON), ``AHASD_SEED``, ``AHASD_COMMANDS``
+Environment: ``AHASD_TB_PARAMS`` (TVCParams as JSON), ``AHASD_TB_SEED``, ``AHASD_COMMANDS``
 (commands on the command port, default 50,000).
 """
 
