@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -138,6 +139,29 @@ def lint(path: Path, top: str) -> LintResult:
     return LintResult(path, done.returncode == 0 and "%Warning" not in output, output)
 
 
+_DUMMY_TRIGGER = re.compile(
+    r"^(?P<indent>\s*)reg (?P<name>\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$",
+    re.MULTILINE,
+)
+
+
+def icarus_time_zero_fix(text: str) -> str:
+    """The Verilog for Icarus: make every ``always @*`` block run once at time zero.
+
+    Yosys' ``write_verilog`` (which Amaranth uses) puts a dummy trigger register, initialised
+    in its declaration, in the sensitivity of each ``always @*`` block so that simulators
+    evaluate the block at time zero. Icarus 11 does not treat the declaration's assignment as
+    an event, so a block whose inputs all start at their initial values never runs, its
+    outputs stay X, and the X reaches the registers at the first clock edge (seen on the EDC
+    and the AAU). An ``initial #0`` assignment to the trigger is an event. Only the Icarus
+    build gets this; the Verilog users take is Amaranth's as it is.
+    """
+    return _DUMMY_TRIGGER.sub(
+        lambda m: f"{m['indent']}reg {m['name']} = 0;\n{m['indent']}initial #0 {m['name']} = 1'b1;",
+        text,
+    )
+
+
 def build_simulation(
     component: Callable[[], object],
     top: str,
@@ -165,7 +189,11 @@ def build_simulation(
     runner = get_runner(simulator)
     with open(build_dir / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        write_if_changed(source, component_verilog(component(), top, domains))
+        text = component_verilog(component(), top, domains)
+        write_if_changed(source, text)
+        if simulator == "icarus":
+            source = build_dir / f"{top}.icarus.v"
+            write_if_changed(source, icarus_time_zero_fix(text))
         runner.build(
             sources=[source],
             hdl_toplevel=top,

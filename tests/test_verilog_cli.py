@@ -57,3 +57,16 @@ def test_lint_errors_exit_1(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli, "convert", broken)
     assert main(["verilog", "--out", str(tmp_path), "queues"]) == 1
     assert "LINT ERRORS" in capsys.readouterr().out
+
+
+def test_icarus_variant_runs_every_combinational_block_at_time_zero():
+    from ahasd.hw.blocks import lookup
+    from ahasd.hw.verilog import convert, icarus_time_zero_fix
+
+    text = convert(lookup("edc"))
+    triggers = text.count("verilog_backend.cc")  # declarations and sensitivity uses
+    fixed = icarus_time_zero_fix(text)
+    declared = [line for line in text.splitlines() if "dump_module$" in line and "reg " in line]
+    assert declared, "Amaranth's Verilog no longer declares yosys' dummy trigger"
+    assert fixed.count("initial #0") == len(declared)
+    assert fixed.count("verilog_backend.cc") == triggers + len(declared)
