@@ -101,10 +101,17 @@ class Traffic:
 
     def write(self, cycle: int) -> tuple[Reg, int] | None:
         rng, ranks = self.rng, self.p.ranks
+        # Both waits zero at once is rare by chance, so it gets a window of its own: two
+        # scripted writes, then no timer writes for a while (zero-latency switches).
+        zero_window = int(CYCLES * 0.7)
+        if cycle in (zero_window, zero_window + 1):
+            return (Reg.T_OFF if cycle == zero_window else Reg.T_ON), 0
         if cycle < QUIET or rng.random() >= 0.004:
             return None
         reg = rng.choice(list(Reg))
         if reg in (Reg.T_OFF, Reg.T_ON):
+            if zero_window <= cycle < zero_window + CYCLES // 10:
+                return None
             return reg, self.wait()
         if self.overlaps_left and cycle > CYCLES // 2 and rng.random() < 0.05:
             self.overlaps_left -= 1
