@@ -25,12 +25,11 @@ from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
 from ahasd.sim.sim_cli import (
     _TABLE,
-    _base_settings,
     _check_devices,
     _check_names,
-    _policy_params,
     _system_options,
     add_run_options,
+    run_settings,
 )
 
 __all__ = ["register", "run_name"]
@@ -81,18 +80,7 @@ def _cosim(args) -> int:
     from ahasd.sim.cosim import first_divergence, model_top_params, run_model, settings_to_dict
     from ahasd.sim.cosim_build import check_build_root, run_cosim
 
-    settings = RunSettings(
-        **_base_settings(
-            args,
-            mode=args.mode,
-            pair=args.pair,
-            policy=args.policy,
-            seed=args.seed,
-            policy_params=_policy_params(args.policy_param),
-            draft_model=args.draft_model,
-            target_model=args.target_model,
-        )
-    )
+    settings = run_settings(args)
     if settings.trace is not None and Path(settings.trace).is_file():
         # The simulator process runs in its own directory: hand it an absolute path.
         settings = dataclasses.replace(settings, trace=str(Path(settings.trace).resolve()))

@@ -91,6 +91,23 @@ def add_run_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def run_settings(args: argparse.Namespace, **extra: object) -> RunSettings:
+    """The settings of the one run named by :func:`add_run_options` (simulate and cosim)."""
+    return RunSettings(
+        **_base_settings(
+            args,
+            mode=args.mode,
+            pair=args.pair,
+            policy=args.policy,
+            seed=args.seed,
+            policy_params=_policy_params(args.policy_param),
+            draft_model=args.draft_model,
+            target_model=args.target_model,
+            **extra,
+        )
+    )
+
+
 def register(subparsers) -> None:
     sim = subparsers.add_parser(
         "simulate",
@@ -230,19 +247,7 @@ def _simulate(args) -> int:
     missing = [f"--{name}" for name in ("mode", "pair", "policy") if getattr(args, name) is None]
     if missing:
         raise UserError(f"simulate needs {', '.join(missing)} (or --platform for a phone SoC)")
-    settings = RunSettings(
-        **_base_settings(
-            args,
-            mode=args.mode,
-            pair=args.pair,
-            policy=args.policy,
-            seed=args.seed,
-            policy_params=_policy_params(args.policy_param),
-            draft_model=args.draft_model,
-            target_model=args.target_model,
-            record_timeline=args.out is not None,
-        )
-    )
+    settings = run_settings(args, record_timeline=args.out is not None)
     library = load_library(settings.spec_dirs)
     _check_names(library, [settings.mode], [settings.pair], [settings.policy])
     _check_devices(library, settings)
@@ -347,7 +352,7 @@ def _sweep(args) -> int:
     results_path = args.out / RESULTS_FILE
     existing, valid_bytes = _load_results(results_path)
     done_keys = {row.get("key") for row in existing}
-    todo = [s for s in grid if _settings_key(s) not in done_keys]
+    pending = [s for s in grid if _settings_key(s) not in done_keys]
     args.out.mkdir(parents=True, exist_ok=True)
     new_rows = []
     started = time.perf_counter()
@@ -360,20 +365,20 @@ def _sweep(args) -> int:
             os.fsync(handle.fileno())
             new_rows.append(row)
             _progress(
-                len(new_rows), len(todo), started, f"{row['mode']} {row['pair']} {row['policy']}"
+                len(new_rows), len(pending), started, f"{row['mode']} {row['pair']} {row['policy']}"
             )
 
-        if todo:
-            _progress(0, len(todo), started, "")
-        if args.jobs == 1 or len(todo) <= 1:
-            for settings in todo:
+        if pending:
+            _progress(0, len(pending), started, "")
+        if args.jobs == 1 or len(pending) <= 1:
+            for settings in pending:
                 append(_run_one(settings))
         else:
             with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                futures = [pool.submit(_run_one, s) for s in todo]
+                futures = [pool.submit(_run_one, s) for s in pending]
                 for future in concurrent.futures.as_completed(futures):
                     append(future.result())
-    if todo:
+    if pending:
         sys.stderr.write("\n")
     wanted = {_settings_key(s) for s in grid}
     rows = [r for r in existing + new_rows if r.get("key") in wanted]
@@ -382,8 +387,8 @@ def _sweep(args) -> int:
     if args.json:
         print(json.dumps(rows))
         return 0
-    skipped = len(grid) - len(todo)
-    print(f"{len(grid)} runs ({len(todo)} new, {skipped} already in {results_path})")
+    skipped = len(grid) - len(pending)
+    print(f"{len(grid)} runs ({len(pending)} new, {skipped} already in {results_path})")
     print(report.format_table(report.ablation_rows(rows, MODES), _ABLATION_TABLE))
     print(f"results: {results_path}  (tables and figures: ahasd report --results {args.out})")
     return 0
