@@ -11,9 +11,11 @@ collide with commands, and the answer port stalls at random.
 Every accepted write and command is applied to ``ahasd.golden.tvc.TVC`` at its acceptance
 cycle, in acceptance order. Checked: each answer (``n`` and ``C_left``) against the golden
 ``terms`` of that ``ASK``; the table entries and ``N_max`` through the read port in every idle
-cycle (round robin); ``ncr``, ``npu_busy`` and ``error`` against the golden model; ready low
-while busy; the ``ASK`` latency (acceptance to answer valid) and the ``LEARN`` latency
-(acceptance to the entry being in its table) against the 40-cycle targets.
+cycle (round robin); ``ncr``, ``npu_busy`` and ``error`` against the golden model whenever no
+``LEARN`` is in progress (the RTL raises ``error`` for a bad ``LEARN`` when the ``LEARN``
+completes, the golden model at once); ready low while busy; the ``ASK`` latency (acceptance
+to answer valid) and the ``LEARN`` latency (acceptance to the entry being in its table)
+against the 40-cycle targets.
 
 Environment: ``AHASD_TB_PARAMS`` (TVCParams as JSON), ``AHASD_TB_SEED``, ``AHASD_COMMANDS``
 (commands on the command port, default 50,000).
@@ -321,7 +323,9 @@ class TB:
                 self.error("a write and a command accepted in the same cycle")
             if (wr_taken or cmd_taken) and (pending_ask or pending_learn is not None):
                 self.error("accepted while a command is in progress")
-            if self.cycle % 16 == 0 or cmd_taken:
+            # The RTL flags a bad LEARN when it completes, the golden model when it is
+            # applied: the two agree on the status only while no LEARN is in progress.
+            if (self.cycle % 16 == 0 and pending_learn is None) or cmd_taken:
                 self.check_status()
             if wr_taken:
                 self.history.append((self.cycle, wr_item))
