@@ -4,7 +4,7 @@ One frozen dataclass per block. Both readings of the spec (RTL and golden) take 
 object, so a parameter set names one design. Every field is validated at construction with
 an exact message; the tests match those messages.
 
-Fixed-point conventions (spec ``../shared/spec/ahasd.md``):
+Fixed-point conventions (spec ``docs/spec.md``):
 
 - entropies are UQ4.12 nats (``ENTROPY_FRAC_BITS = 12``), 16 bits wide;
 - TVC ratios are UQ(cycle_bits - F).F, default UQ24.8;

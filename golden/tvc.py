@@ -1,6 +1,6 @@
 """Golden model of TVC, the time-aware pre-verification control (spec 2.2).
 
-A transaction-level, bit-accurate model written from ``../shared/spec/ahasd.md`` section
+A transaction-level, bit-accurate model written from ``docs/spec.md`` section
 2.2 and ``docs/spec-decisions.md`` (section "TVC"), never from the RTL. Commands that
 depend on time (``NPU_START``, ``NPU_DONE``, ``ASK``) take the PIM-clock cycle at which
 the hardware accepts them, so the NPU current-execution-cycle register (NCR) is exact.
