@@ -15,7 +15,7 @@ Every policy has the same small interface, which the system model calls in this 
 probability) plus the trace's acceptance probability ``beta``; only SpecDec++ reads ``beta``
 (as the stand-in for its trained acceptance head, see :class:`SpecDecPP`).
 
-Sources are in ``../shared/notes/drafting-algorithms.md``; each class cites its paper and says
+Each class cites its paper (``docs/policies.md`` lists their arXiv ids) and says
 where the paper was silent and what was chosen. ``make_policy(name, fallback=True)`` wraps any
 policy in :class:`Fallback` (the phone-SoC article's switch to autoregression).
 """
