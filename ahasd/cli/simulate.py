@@ -32,7 +32,7 @@ from ahasd.errors import UserError
 from ahasd.sim import report
 from ahasd.sim.config import DEVICE_SETTINGS, RunSettings, field_default, load_library
 from ahasd.sim.grid import GRIDS, PAPER_GRID
-from ahasd.sim.modes import MODE_TABLE, MODES, simulate
+from ahasd.sim.modes import MODE_TABLE, MODES, find_mode, simulate
 from ahasd.sim.phone import (
     PHONE_MODE_TABLE,
     PHONE_MODES,
@@ -229,12 +229,9 @@ def _add_phone_options(parser: argparse.ArgumentParser) -> None:
 
 def _mode_list() -> str:
     """The epilog of ``ahasd simulate --help``: every mode with its one line."""
-    width = max(len(mode.name) for mode in (*MODE_TABLE, *PHONE_MODE_TABLE))
-    lines = ["modes:"]
-    lines += [f"  {mode.name:<{width}}  {mode.summary}" for mode in MODE_TABLE]
-    lines.append("phone modes (with --platform):")
-    lines += [f"  {mode.name:<{width}}  {mode.summary}" for mode in PHONE_MODE_TABLE]
-    return "\n".join(lines)
+    modes = "; ".join(f"{mode.name}: {mode.summary}" for mode in MODE_TABLE)
+    phone = "; ".join(f"{mode.name}: {mode.summary}" for mode in PHONE_MODE_TABLE)
+    return f"Modes: {modes}. Phone modes (with --platform): {phone}."
 
 
 def register(subparsers) -> None:
@@ -244,7 +241,6 @@ def register(subparsers) -> None:
         help="simulate one configuration of the NPU+PIM system model",
         description="Simulate speculative decoding of one pair with one policy in one mode.",
         epilog=_mode_list(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     # --mode, --pair and --policy are required without --platform (checked in _simulate).
     add_run_options(sim, required=False)
@@ -345,8 +341,7 @@ def run_settings(args: argparse.Namespace, **extra: object) -> RunSettings:
 def check_names(library, modes, pairs, policies) -> None:
     """UserError (listing the known names) on an unknown mode, pair or policy."""
     for mode in modes:
-        if mode not in MODES:
-            raise UserError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+        find_mode(mode)
     for pair in pairs:
         library.pair(pair)
     for policy in policies:

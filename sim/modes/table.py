@@ -48,7 +48,8 @@ class Mode:
         that builds its executors, one of :data:`ASSEMBLIES`.
     draft_device, verify_device : where the draft and the target model run.
     devices : the devices whose busy/idle time and static power the run reports, in order.
-    summary : one line for humans (``ahasd simulate --help``).
+    summary : one line for humans (``ahasd simulate --help``); a ladder rung says what it
+        adds to the rung before.
     aau, edc, tvc : asynchronous ladder features: nonlinear operators in the PIM (AAU),
         entropy-based draft control (EDC), pre-verification on the PIM (TVC with the GTSU).
     """
@@ -101,7 +102,7 @@ MODE_TABLE = (
         "gpu",
         "gpu",
         ("gpu", "pim"),
-        "SpecPIM: every matrix operator split between the GPU and the PIM in its memory",
+        "SpecPIM, every matrix operator split between the GPU and the PIM in its memory",
     ),
     Mode(
         "pim-async",
@@ -110,7 +111,7 @@ MODE_TABLE = (
         "pim",
         "npu",
         ("pim", "npu", "cpu"),
-        "the PIM drafts ahead while the NPU verifies; nonlinear operators on the host CPU",
+        "the PIM drafts ahead while the NPU verifies, nonlinear operators on the host CPU",
     ),
     Mode(
         "pim-async-aau",
@@ -119,7 +120,7 @@ MODE_TABLE = (
         "pim",
         "npu",
         ("pim", "npu", "cpu"),
-        "+ AAU: nonlinear operators stay in the PIM",
+        "adds the AAU, nonlinear operators stay in the PIM",
         aau=True,
     ),
     Mode(
@@ -129,7 +130,7 @@ MODE_TABLE = (
         "pim",
         "npu",
         ("pim", "npu", "cpu"),
-        "+ EDC: drafting suppressed until verification feedback when confidence is low",
+        "adds the EDC, drafting waits for verification feedback when confidence is low",
         aau=True,
         edc=True,
     ),
@@ -140,7 +141,7 @@ MODE_TABLE = (
         "pim",
         "npu",
         ("pim", "npu", "cpu"),
-        "+ TVC and GTSU: pre-verification on the PIM's target ranks while suppressed",
+        "adds TVC and the GTSU, pre-verification on the PIM's target ranks while suppressed",
         aau=True,
         edc=True,
         tvc=True,

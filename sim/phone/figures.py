@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ahasd.sim.phone.run import PhoneResult
+from ahasd.sim.phone.settings import find_phone_mode
 from ahasd.sim.report import pyplot
 
 __all__ = ["plot_phone"]
@@ -15,10 +16,9 @@ def plot_phone(results: list[PhoneResult], path: Path, *, title: str = "") -> No
     run (modes overlaid)."""
     plt = pyplot()
     fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
-    colours = {"gpu-ar": "tab:red", "gpu-spec": "tab:blue", "npu-gpu-hetero": "tab:green"}
     for result in results:
         s = result.summary
-        colour = colours.get(s["mode"])
+        colour = find_phone_mode(s["mode"]).colour
         times = [x["time_s"] for x in result.samples]
         label = (
             f"{s['mode']} ({s['tokens_per_s']:.1f} tok/s, {s['energy_per_token_mj']:.0f} mJ/tok)"

@@ -30,17 +30,23 @@ __all__ = [
 @dataclass(frozen=True)
 class PhoneMode:
     """One phone mode: its name, where its draft model runs (None: no draft model, plain
-    autoregression) and one line for humans."""
+    autoregression), one line for humans and its colour in figures (a matplotlib colour)."""
 
     name: str
     draft_device: str | None
     summary: str
+    colour: str
 
 
 PHONE_MODE_TABLE = (
-    PhoneMode("gpu-ar", None, "plain autoregressive decoding on the GPU"),
-    PhoneMode("gpu-spec", "gpu", "draft and target alternate on the GPU"),
-    PhoneMode("npu-gpu-hetero", "npu", "the NPU drafts from its SRAM, then the GPU verifies"),
+    PhoneMode("gpu-ar", None, "plain autoregressive decoding on the GPU", "tab:red"),
+    PhoneMode("gpu-spec", "gpu", "draft and target alternate on the GPU", "tab:blue"),
+    PhoneMode(
+        "npu-gpu-hetero",
+        "npu",
+        "the NPU drafts from its SRAM, then the GPU verifies",
+        "tab:green",
+    ),
 )
 PHONE_MODES = tuple(mode.name for mode in PHONE_MODE_TABLE)
 # Issue 10: draft length by task type.
