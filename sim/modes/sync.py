@@ -27,8 +27,9 @@ class SyncRun(RunState):
     :meth:`round_start`, :meth:`draft`, :meth:`verify`, :meth:`verified` (call the base to
     keep the token accounting) and :meth:`finish`.
 
-    Members (besides :class:`~ahasd.sim.modes.state.RunState`'s)
-    ---------------------------------------------------------------
+    Members
+    -------
+    Those of :class:`~ahasd.sim.modes.state.RunState`, and
     kmax : the current round's maximum draft length.
     round_t0 : simulated time the current round started (the policy's round time).
     """
