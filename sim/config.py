@@ -30,13 +30,20 @@ from ahasd.errors import UserError
 
 __all__ = [
     "BUILTIN_SPEC_DIR",
+    "DEVICE_KINDS",
+    "DEVICE_SETTINGS",
     "DeviceSpec",
     "ModelSpec",
     "PairSpec",
     "PowerSpec",
+    "RunSettings",
     "Sourced",
     "SpecLibrary",
+    "field_default",
     "load_library",
+    "read_toml",
+    "require_string",
+    "sourced_number",
 ]
 
 BUILTIN_SPEC_DIR = Path(__file__).parent / "specs"
@@ -190,7 +197,8 @@ _MODEL_INT_FIELDS = {
 }
 
 
-def _read_toml(path: Path) -> dict:
+def read_toml(path: Path) -> dict:
+    """The parsed TOML file ``path``; unreadable or invalid TOML is a UserError naming it."""
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)
@@ -200,15 +208,21 @@ def _read_toml(path: Path) -> dict:
         raise UserError(f"{path}: cannot read: {error.strerror}") from None
 
 
-def _string(path: Path, data: dict, key: str, default: str | None = None) -> str:
+def require_string(path: Path, data: dict, key: str, default: str | None = None) -> str:
+    """``data[key]`` (else ``default``) as a non-empty string; otherwise a UserError naming
+    the file ``path`` and the field."""
     value = data.get(key, default)
     if not isinstance(value, str) or not value:
         raise UserError(f"{path}: field '{key}': must be a non-empty string, not {value!r}")
     return value
 
 
-def _number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: bool) -> Sourced:
-    """Parse ``key = {value, source, confidence}``; positive (or >= 0 when ``zero_ok``)."""
+def sourced_number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: bool) -> Sourced:
+    """Parse ``key = {value, source, confidence}``; positive (or >= 0 when ``zero_ok``).
+
+    The spec-file number format of every loader (devices, power, models, phone platforms);
+    anything malformed is a UserError naming the file ``path`` and the field.
+    """
     entry = data[key]
     if not isinstance(entry, dict):
         raise UserError(
@@ -234,16 +248,16 @@ def _number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: bool) -
 
 def _numbers(path: Path, data: dict, names, int_fields, zero_ok) -> dict[str, Sourced]:
     return {
-        name: _number(path, data, name, integer=name in int_fields, zero_ok=name in zero_ok)
+        name: sourced_number(path, data, name, integer=name in int_fields, zero_ok=name in zero_ok)
         for name in names
         if name in data
     }
 
 
 def load_device(path: Path) -> DeviceSpec:
-    data = _read_toml(path)
-    name = _string(path, data, "name")
-    kind = _string(path, data, "kind")
+    data = read_toml(path)
+    name = require_string(path, data, "name")
+    kind = require_string(path, data, "kind")
     if kind not in DEVICE_KINDS:
         raise UserError(f"{path}: field 'kind': must be one of {', '.join(DEVICE_KINDS)}")
     numeric = [f.name for f in fields(DeviceSpec) if f.name not in ("name", "kind")]
@@ -271,8 +285,8 @@ def load_device(path: Path) -> DeviceSpec:
 
 
 def load_power(path: Path) -> PowerSpec:
-    data = _read_toml(path)
-    device = _string(path, data, "device")
+    data = read_toml(path)
+    device = require_string(path, data, "device")
     numeric = [f.name for f in fields(PowerSpec) if f.name not in ("device", "sources")]
     zero_ok = set(numeric)  # every energy figure may be 0 (not modelled)
     parsed = _numbers(path, data, numeric, set(), zero_ok)
@@ -284,8 +298,8 @@ def load_power(path: Path) -> PowerSpec:
 
 
 def load_model(path: Path) -> ModelSpec:
-    data = _read_toml(path)
-    name = _string(path, data, "name")
+    data = read_toml(path)
+    name = require_string(path, data, "name")
     numeric = [f.name for f in fields(ModelSpec) if f.name not in ("name", "description")]
     numeric = [n for n in numeric if n != "sources"]
     parsed = _numbers(path, data, numeric, _MODEL_INT_FIELDS, set())
@@ -305,16 +319,16 @@ def load_model(path: Path) -> ModelSpec:
 
 
 def load_pairs(path: Path) -> dict[str, PairSpec]:
-    data = _read_toml(path)
+    data = read_toml(path)
     pairs = {}
     for name, entry in data.items():
         if not isinstance(entry, dict):
             raise UserError(f"{path}: pair '{name}': must be a table")
         pairs[name] = PairSpec(
             name=name,
-            draft=_string(path, entry, "draft"),
-            target=_string(path, entry, "target"),
-            preset=_string(path, entry, "preset"),
+            draft=require_string(path, entry, "draft"),
+            target=require_string(path, entry, "target"),
+            preset=require_string(path, entry, "preset"),
             source=str(entry.get("source", "")),
         )
     return pairs
@@ -385,6 +399,21 @@ def load_library(extra_dirs=()) -> SpecLibrary:
     """The built-in specs plus ``extra_dirs`` (later wins), cached per directory list."""
     directories = (BUILTIN_SPEC_DIR, *(Path(d).resolve() for d in extra_dirs))
     return _load(directories)
+
+
+def field_default(settings_class, name: str):
+    """The default of field ``name`` of a settings dataclass (:class:`RunSettings`, the phone
+    settings): the one place the command line takes its defaults and their help texts from.
+    A field without a default gives ``dataclasses.MISSING``."""
+    for item in fields(settings_class):
+        if item.name == name:
+            return item.default
+    raise KeyError(f"{settings_class.__name__} has no field {name!r}")
+
+
+# The RunSettings fields that name a device, and the kind of device each must name; their
+# defaults are the RunSettings defaults.
+DEVICE_SETTINGS = {"npu": "npu", "pim": "pim", "cpu": "cpu", "gpu": "gpu", "specpim_pim": "pim"}
 
 
 @dataclass(frozen=True)

@@ -705,11 +705,11 @@ def model_top_params(settings) -> TopParams:
 def model_inputs(settings):
     """``(library, hardware, tvc_presets)`` of a run, as ``simulate`` computes them."""
     from ahasd.sim.config import load_library
-    from ahasd.sim.modes import _tvc_presets, build_hardware
+    from ahasd.sim.modes import build_hardware, tvc_presets
 
     library = load_library(settings.spec_dirs)
     hardware = build_hardware(settings, library)
-    return library, hardware, _tvc_presets(hardware, settings.prompt_tokens)
+    return library, hardware, tvc_presets(hardware, settings.prompt_tokens)
 
 
 def run_model(settings, controller=None) -> tuple[dict, list]:

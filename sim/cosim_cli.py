@@ -20,17 +20,14 @@ import json
 import re
 from pathlib import Path
 
+from ahasd.cli.simulate import RUN_TABLE as _TABLE
+from ahasd.cli.simulate import add_run_options, run_settings
+from ahasd.cli.simulate import add_system_options as _system_options
+from ahasd.cli.simulate import check_devices as _check_devices
+from ahasd.cli.simulate import check_names as _check_names
 from ahasd.errors import UserError
 from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
-from ahasd.sim.sim_cli import (
-    _TABLE,
-    _check_devices,
-    _check_names,
-    _system_options,
-    add_run_options,
-    run_settings,
-)
 
 __all__ = ["register", "run_name"]
 

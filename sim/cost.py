@@ -165,7 +165,11 @@ def operators(model: ModelSpec, tokens: int, context: int):
 
 
 class PassModel:
-    """Cost of forward passes of one model on one executor, memoised by (tokens, context)."""
+    """Cost of forward passes of one model on one executor, memoised by (tokens, context).
+
+    Calling it returns the memoised :meth:`compute`; a subclass with another cost model
+    (e.g. the phone's tiered memories) overrides :meth:`compute`.
+    """
 
     def __init__(self, executor: Executor, model: ModelSpec) -> None:
         self.executor = executor
@@ -181,10 +185,12 @@ class PassModel:
         key = (tokens, context)
         cost = self._cache.get(key)
         if cost is None:
-            cost = self._cache[key] = self._compute(tokens, context)
+            cost = self._cache[key] = self.compute(tokens, context)
         return cost
 
-    def _compute(self, tokens: int, context: int) -> Cost:
+    def compute(self, tokens: int, context: int) -> Cost:
+        """The cost of one pass of ``tokens`` new tokens over ``context`` cached ones (not
+        memoised: call the object instead)."""
         ex = self.executor
         matrix, elements, invocations = operators(self.model, tokens, context)
         seconds = 0.0
@@ -247,10 +253,11 @@ class SplitPassModel:
         key = (tokens, context)
         cost = self._cache.get(key)
         if cost is None:
-            cost = self._cache[key] = self._compute(tokens, context)
+            cost = self._cache[key] = self.compute(tokens, context)
         return cost
 
-    def _compute(self, tokens: int, context: int) -> Cost:
+    def compute(self, tokens: int, context: int) -> Cost:
+        """The cost of one split pass (not memoised: call the object instead)."""
         p = self.pim_fraction
         gpu, pim = self.gpu, self.pim
         matrix, elements, _ = operators(self.model, tokens, context)

@@ -34,6 +34,7 @@ import numpy as np
 from ahasd.errors import UserError
 
 __all__ = [
+    "PAPER_POLICIES",
     "POLICY_NAMES",
     "SVIP",
     "AdaEDL",
@@ -553,7 +554,6 @@ class Fallback:
         self.ar_steps = 0
 
 
-POLICY_NAMES = ("specdecpp", "svip", "adaedl", "banditspec", "fixed", "threshold")
 _CLASSES = {
     "specdecpp": SpecDecPP,
     "svip": SVIP,
@@ -562,6 +562,10 @@ _CLASSES = {
     "fixed": Fixed,
     "threshold": Threshold,
 }
+# Every policy name, and the paper's four adaptive drafting algorithms (its grid; the
+# others are a fixed-length baseline and the phone-SoC confidence threshold).
+POLICY_NAMES = tuple(_CLASSES)
+PAPER_POLICIES = ("specdecpp", "svip", "adaedl", "banditspec")
 _FALLBACK_PARAMS = ("window", "threshold", "cooldown", "resume_after")
 
 

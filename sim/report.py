@@ -3,8 +3,10 @@
 - terminal tables (:func:`format_table`), CSV and JSON (written atomically: a temporary file
   in the same directory, then ``os.replace``, so a reader never sees half a file);
 - the paper-style aggregates: the **ablation** (each mode's tokens/s and mJ/token averaged
-  over pairs and policies, and the speedup over ``pim-async``) and the **comparison** (per
-  pair, tokens/s and energy of every mode relative to ``gpu-only``);
+  over pairs and policies, and the speedup over the first rung of the asynchronous ladder,
+  ``pim-async``) and the **comparison** (per pair, tokens/s and energy of every mode
+  relative to ``gpu-only``), with their table columns; the ladder and both baselines come
+  from the mode table (:mod:`ahasd.sim.modes.table`);
 - PNG figures (matplotlib, Agg backend) and the Chrome trace of one run.
 """
 
@@ -19,7 +21,11 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from ahasd.sim.modes.table import ABLATION_BASE, COMPARISON_BASE, LADDER
+
 __all__ = [
+    "ABLATION_COLUMNS",
+    "COMPARISON_COLUMNS",
     "ablation_rows",
     "atomic_write",
     "comparison_rows",
@@ -27,12 +33,41 @@ __all__ = [
     "plot_ablation",
     "plot_comparison",
     "plot_run",
+    "pyplot",
     "write_csv",
     "write_json",
 ]
 
-_ABLATION_BASE = "pim-async"
-_COMPARISON_BASE = "gpu-only"
+
+def _against(base: str) -> str:
+    """Suffix of a ratio column against mode ``base``: ``vs_pim_async``."""
+    return "vs_" + base.replace("-", "_")
+
+
+_SPEEDUP = f"speedup_{_against(ABLATION_BASE)}"
+_ENERGY = f"energy_{_against(ABLATION_BASE)}"
+_BASE_SPEEDUP = f"speedup_{_against(COMPARISON_BASE)}"
+_BASE_EFFICIENCY = f"energy_efficiency_{_against(COMPARISON_BASE)}"
+
+# (key, header, format spec) of the rows of ablation_rows and comparison_rows.
+ABLATION_COLUMNS = [
+    ("mode", "mode", ""),
+    ("runs", "runs", "d"),
+    ("tokens_per_s", "tokens/s", ".3f"),
+    ("energy_per_token_mj", "mJ/token", ".1f"),
+    ("acceptance_rate", "accept", ".3f"),
+    ("drafted_per_token", "drafted/token", ".2f"),
+    (_SPEEDUP, f"x {ABLATION_BASE}", ".3f"),
+    (_ENERGY, f"energy x {ABLATION_BASE}", ".3f"),
+]
+COMPARISON_COLUMNS = [
+    ("pair", "pair", ""),
+    ("mode", "mode", ""),
+    ("tokens_per_s", "tokens/s", ".3f"),
+    ("energy_per_token_mj", "mJ/token", ".1f"),
+    (_BASE_SPEEDUP, f"x {COMPARISON_BASE}", ".3f"),
+    (_BASE_EFFICIENCY, f"energy eff. x {COMPARISON_BASE}", ".3f"),
+]
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
@@ -123,7 +158,8 @@ def _geomean(values) -> float:
 
 def ablation_rows(results: list[dict], modes) -> list[dict]:
     """Per mode: mean tokens/s, mean mJ/token, acceptance, and the geometric-mean speedup
-    and energy ratio against ``pim-async`` over matching (pair, policy, seed) runs."""
+    and energy ratio against the ladder's first rung (``pim-async``) over matching (pair,
+    policy, seed, trace) runs; columns :data:`ABLATION_COLUMNS`."""
     by_key = {_key(r["mode"], r): r for r in results}
     rows = []
     for mode in modes:
@@ -132,7 +168,7 @@ def ablation_rows(results: list[dict], modes) -> list[dict]:
             continue
         speedups, energy = [], []
         for r in runs:
-            base = by_key.get(_key(_ABLATION_BASE, r))
+            base = by_key.get(_key(ABLATION_BASE, r))
             if base:
                 speedups.append(r["tokens_per_s"] / base["tokens_per_s"])
                 energy.append(r["energy_per_token_mj"] / base["energy_per_token_mj"])
@@ -143,8 +179,8 @@ def ablation_rows(results: list[dict], modes) -> list[dict]:
                 "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),
                 "energy_per_token_mj": _mean(r["energy_per_token_mj"] for r in runs),
                 "acceptance_rate": _mean(r["acceptance_rate"] for r in runs),
-                "speedup_vs_pim_async": _geomean(speedups),
-                "energy_vs_pim_async": _geomean(energy),
+                _SPEEDUP: _geomean(speedups),
+                _ENERGY: _geomean(energy),
                 "drafted_per_token": _mean(r["drafted"] / r["tokens"] for r in runs),
             }
         )
@@ -153,7 +189,8 @@ def ablation_rows(results: list[dict], modes) -> list[dict]:
 
 def comparison_rows(results: list[dict], modes) -> list[dict]:
     """Per pair and mode: mean tokens/s and mJ/token over policies and seeds, and the
-    geometric-mean speedup and energy efficiency against ``gpu-only``."""
+    geometric-mean speedup and energy efficiency against ``gpu-only``; columns
+    :data:`COMPARISON_COLUMNS`."""
     by_key = {_key(r["mode"], r): r for r in results}
     groups = defaultdict(list)
     for r in results:
@@ -167,7 +204,7 @@ def comparison_rows(results: list[dict], modes) -> list[dict]:
                 continue
             speedups, efficiency = [], []
             for r in runs:
-                base = by_key.get(_key(_COMPARISON_BASE, r))
+                base = by_key.get(_key(COMPARISON_BASE, r))
                 if base:
                     speedups.append(r["tokens_per_s"] / base["tokens_per_s"])
                     efficiency.append(base["energy_per_token_mj"] / r["energy_per_token_mj"])
@@ -177,14 +214,16 @@ def comparison_rows(results: list[dict], modes) -> list[dict]:
                     "mode": mode,
                     "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),
                     "energy_per_token_mj": _mean(r["energy_per_token_mj"] for r in runs),
-                    "speedup_vs_gpu_only": _geomean(speedups),
-                    "energy_efficiency_vs_gpu_only": _geomean(efficiency),
+                    _BASE_SPEEDUP: _geomean(speedups),
+                    _BASE_EFFICIENCY: _geomean(efficiency),
                 }
             )
     return rows
 
 
-def _pyplot():
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (imported on first use: the model runs
+    without matplotlib loaded)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -201,17 +240,17 @@ def matplotlib_ticker():
 
 def plot_ablation(results: list[dict], modes, path: Path) -> None:
     """Paper-style ablation: per pair, tokens/s and mJ/token of the async ladder, normalised
-    to ``pim-async`` (bars are geometric means over policies; ticks show each policy)."""
-    plt = _pyplot()
-    ladder = [m for m in modes if m in ("pim-async", "pim-async-aau", "pim-async-aau-edc", "ahasd")]
+    to its first rung (bars are geometric means over policies; ticks show each policy)."""
+    plt = pyplot()
+    ladder = [m for m in modes if m in LADDER]
     pairs = list(dict.fromkeys(r["pair"] for r in results))
     by_key = {_key(r["mode"], r): r for r in results}
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     width = 0.8 / max(1, len(ladder))
     for panel, (metric, title) in enumerate(
         (
-            ("tokens_per_s", "Speedup over pim-async"),
-            ("energy_per_token_mj", "Energy/token vs pim-async"),
+            ("tokens_per_s", f"Speedup over {ABLATION_BASE}"),
+            ("energy_per_token_mj", f"Energy/token vs {ABLATION_BASE}"),
         )
     ):
         ax = axes[panel]
@@ -222,7 +261,7 @@ def plot_ablation(results: list[dict], modes, path: Path) -> None:
                 for r in results:
                     if r["mode"] != mode or r["pair"] != pair:
                         continue
-                    base = by_key.get(_key("pim-async", r))
+                    base = by_key.get(_key(ABLATION_BASE, r))
                     if base:
                         ratios.append(r[metric] / base[metric])
                 heights.append(_geomean(ratios))
@@ -242,8 +281,9 @@ def plot_ablation(results: list[dict], modes, path: Path) -> None:
 
 
 def plot_comparison(results: list[dict], modes, path: Path) -> None:
-    """Paper-style comparison: speedup and energy efficiency over ``gpu-only`` per pair."""
-    plt = _pyplot()
+    """Paper-style comparison: speedup and energy efficiency over ``gpu-only`` per pair
+    (the mode table's comparison baseline)."""
+    plt = pyplot()
     rows = comparison_rows(results, modes)
     pairs = list(dict.fromkeys(r["pair"] for r in rows))
     shown = [m for m in modes if any(r["mode"] == m for r in rows)]
@@ -251,8 +291,8 @@ def plot_comparison(results: list[dict], modes, path: Path) -> None:
     width = 0.8 / max(1, len(shown))
     for panel, (metric, title) in enumerate(
         (
-            ("speedup_vs_gpu_only", "Speedup over gpu-only"),
-            ("energy_efficiency_vs_gpu_only", "Energy efficiency over gpu-only"),
+            (_BASE_SPEEDUP, f"Speedup over {COMPARISON_BASE}"),
+            (_BASE_EFFICIENCY, f"Energy efficiency over {COMPARISON_BASE}"),
         )
     ):
         ax = axes[panel]
@@ -279,7 +319,7 @@ def plot_comparison(results: list[dict], modes, path: Path) -> None:
 
 def plot_run(summary: dict, metrics, path: Path) -> None:
     """One run: device busy/idle bars and the draft-queue occupancy over time."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 2]})
     devices = list(summary["busy_s"])
     busy = [summary["busy_s"][d] for d in devices]

@@ -49,7 +49,7 @@ def test_unknown_block_lists_the_known_ones_and_exits_2(capsys):
 
 
 def test_lint_errors_exit_1(tmp_path, monkeypatch, capsys):
-    from ahasd.hw import cli
+    from ahasd.cli import hw as cli
 
     def broken(block, params=None):
         return f"module {block.name}(input a, output b);\nassign b = c;\nendmodule\n"

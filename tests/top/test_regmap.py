@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ahasd.cli import regmap as regmap_cli
 from ahasd.golden.top import GoldenTop
-from ahasd.hw import regmap_cli
 from ahasd.params import EDCParams, GTSUParams, TopParams, TVCParams
 from ahasd.regmap import ADDR_BITS, DATA_BITS, register_map
 
@@ -103,4 +103,4 @@ def test_golden_controller_register_semantics():
 def test_regmap_is_an_ahasd_subcommand():
     from ahasd.cli import COMMAND_MODULES
 
-    assert "ahasd.hw.regmap_cli" in COMMAND_MODULES
+    assert "ahasd.cli.regmap" in COMMAND_MODULES

@@ -19,6 +19,8 @@ from ahasd.regmap import (
     register_map,
 )
 
+__all__ = ["register", "render", "run"]
+
 
 def render(params: TopParams | None = None) -> str:
     """The Markdown register map of the controller top built with ``params``."""
@@ -59,7 +61,8 @@ def render(params: TopParams | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers) -> None:
+    """Add ``ahasd regmap``."""
     parser = subparsers.add_parser(
         "regmap",
         help="write the controller top's register map as Markdown",
@@ -73,6 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``ahasd regmap``: print the map, or write it to ``--out`` (only if it changed)."""
     text = render()
     if args.out is None:
         print(text, end="")

@@ -1,4 +1,9 @@
-"""``ahasd verilog``: generate and lint the Verilog of every block (or the named ones)."""
+"""``ahasd verilog`` and ``ahasd area``: the hardware blocks' Verilog and synthesis area.
+
+- ``verilog`` generates and lints the Verilog of every block (or the named ones);
+- ``area`` synthesises them onto sky130 cells and prints (or writes into a document) the
+  table of cells, flip-flops, logic depth and area.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,13 @@ from ahasd.errors import UserError
 from ahasd.hw.blocks import BLOCKS, lookup
 from ahasd.hw.verilog import convert, lint, write_if_changed
 
+__all__ = ["AREA_BEGIN", "AREA_END", "DEFAULT_OUT", "register", "run", "run_area"]
+
 DEFAULT_OUT = Path("build/verilog")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers) -> None:
+    """Add ``ahasd verilog`` and ``ahasd area``."""
     parser = subparsers.add_parser(
         "verilog",
         help="generate and lint the Verilog of the hardware blocks",
@@ -56,6 +64,7 @@ AREA_END = "<!-- end of area table -->"
 
 
 def run_area(args: argparse.Namespace) -> int:
+    """``ahasd area``: synthesise, print the table, optionally write it into ``--doc``."""
     from ahasd.hw.area import synthesize, table
 
     blocks = [lookup(name) for name in args.blocks] if args.blocks else list(BLOCKS.values())
@@ -77,6 +86,7 @@ def run_area(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``ahasd verilog``: write and lint each block; exit status 1 on lint errors."""
     blocks = [lookup(name) for name in args.blocks] if args.blocks else list(BLOCKS.values())
     failures = 0
     for block in blocks:

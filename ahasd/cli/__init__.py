@@ -1,8 +1,13 @@
-"""The ``ahasd`` command line.
+"""The ``ahasd`` command line: the layer above ``ahasd.hw``, ``ahasd.golden`` and ``ahasd.sim``.
 
-Each subcommand lives beside the code it drives and exposes ``register(subparsers)``,
-which adds its parser and sets ``func(args) -> int`` as the handler. A
-:class:`ahasd.errors.UserError` becomes a one-line message and exit status 2.
+One module per group of subcommands, in the order ``ahasd --help`` lists them
+(:data:`COMMAND_MODULES`): :mod:`~ahasd.cli.hw` (``verilog``, ``area``),
+:mod:`~ahasd.cli.trace` (``trace``), :mod:`~ahasd.cli.simulate` (``simulate`` with the
+phone-SoC scenario, ``sweep``, ``report``), :mod:`~ahasd.cli.regmap` (``regmap``) and
+``cosim``. Each exposes ``register(subparsers)``, which adds its parsers and sets
+``func(args) -> int`` as the handler. Nothing below this package imports it.
+
+A :class:`ahasd.errors.UserError` becomes a one-line message and exit status 2.
 """
 
 from __future__ import annotations
@@ -14,17 +19,20 @@ import sys
 from ahasd import __version__
 from ahasd.errors import UserError
 
+__all__ = ["COMMAND_MODULES", "build_parser", "main"]
+
 # Modules that contribute subcommands, in the order `ahasd --help` lists them.
 COMMAND_MODULES = [
-    "ahasd.hw.cli",
-    "ahasd.sim.trace_cli",
-    "ahasd.sim.sim_cli",
-    "ahasd.hw.regmap_cli",
+    "ahasd.cli.hw",
+    "ahasd.cli.trace",
+    "ahasd.cli.simulate",
+    "ahasd.cli.regmap",
     "ahasd.sim.cosim_cli",
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``ahasd`` parser with every subcommand of :data:`COMMAND_MODULES`."""
     parser = argparse.ArgumentParser(
         prog="ahasd",
         description="AHASD reference implementation: RTL, golden models, system model.",
@@ -37,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``ahasd`` with ``argv`` (default: the process arguments); the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -47,7 +56,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ahasd: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,644 @@
+"""``ahasd simulate``, ``ahasd sweep`` and ``ahasd report``: the system model's command line.
+
+- ``simulate`` runs one configuration and prints a table (or one JSON object with
+  ``--json``); ``--out DIR`` also writes the summary (JSON, CSV), the queue occupancy (CSV),
+  a Chrome trace of device activity and a PNG. With ``--platform`` it runs the phone-SoC
+  scenario instead (:mod:`ahasd.sim.phone`): one phone mode or all of them, a table or JSON,
+  and with ``--out`` the summary, the thermal samples and a figure.
+- ``sweep`` runs a grid (``--grid paper``: :data:`ahasd.sim.grid.PAPER_GRID` at 1024 tokens)
+  over seeds, on ``--jobs`` processes, with a progress bar on stderr. Every finished run is
+  appended to ``DIR/results.jsonl`` as one JSON line and fsynced, so an interrupted sweep
+  resumes where it stopped (finished runs, identified by their full settings, are skipped).
+- ``report`` turns a results file into the ablation and comparison tables (terminal, CSV)
+  and figures (PNG).
+
+Every name is checked before anything runs or is written; a bad one is a UserError (exit 2).
+Defaults shown in the help come from the settings dataclasses, mode and policy names from
+the mode table and :mod:`ahasd.sim.policies`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from ahasd.errors import UserError
+from ahasd.sim import report
+from ahasd.sim.config import DEVICE_SETTINGS, RunSettings, field_default, load_library
+from ahasd.sim.grid import GRIDS, PAPER_GRID
+from ahasd.sim.modes import MODE_TABLE, MODES, find_mode, simulate
+from ahasd.sim.phone import (
+    PHONE_MODE_TABLE,
+    PHONE_MODES,
+    TASKS,
+    PhoneSettings,
+    find_platform,
+    plot_phone,
+    simulate_phone,
+)
+from ahasd.sim.policies import POLICY_NAMES
+from ahasd.sim.trace_sources import builtin_trace_names, resolve_trace
+
+__all__ = [
+    "RESULTS_FILE",
+    "RUN_TABLE",
+    "add_run_options",
+    "add_system_options",
+    "check_devices",
+    "check_names",
+    "parse_policy_params",
+    "register",
+    "run_settings",
+]
+
+RESULTS_FILE = "results.jsonl"
+
+# (key, header, format spec) of the one-run table of `simulate` (and `cosim`).
+RUN_TABLE = [
+    ("mode", "mode", ""),
+    ("tokens_per_s", "tokens/s", ".3f"),
+    ("acceptance_rate", "accept", ".3f"),
+    ("energy_per_token_mj", "mJ/token", ".1f"),
+    ("drafted", "drafted", "d"),
+    ("accepted", "accepted", "d"),
+    ("rejected", "rejected", "d"),
+    ("squashed", "squashed", "d"),
+]
+_PHONE_TABLE = [
+    ("mode", "mode", ""),
+    ("tokens_per_s", "tokens/s", ".2f"),
+    ("energy_per_token_mj", "mJ/token", ".1f"),
+    ("package_power_w", "package W", ".2f"),
+    ("acceptance_rate", "accept", ".3f"),
+    ("tokens_per_s_first_60s", "tok/s 1st min", ".2f"),
+    ("tokens_per_s_last_60s", "tok/s last min", ".2f"),
+    ("peak_skin_c", "peak skin C", ".1f"),
+    ("throttle_events", "throttles", "d"),
+    ("final_gpu_clock_mhz", "final MHz", ".0f"),
+]
+# Phone-only options taking a value (argparse destinations); --no-arbiter is a flag.
+_PHONE_OPTIONS = (
+    "duration",
+    "task",
+    "dram_pj_per_bit",
+    "skin_limit",
+    "ambient",
+    "start_temp",
+    "draft_weights",
+)
+# System-model options a platform file fixes: its devices, and the traces (each task's
+# synthetic preset); given with --platform they are a UserError.
+_NOT_WITH_PLATFORM = (*DEVICE_SETTINGS, "trace", "draft_model", "target_model")
+
+
+def add_run_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """The options naming one run, shared by ``ahasd simulate`` and ``ahasd cosim``."""
+    suffix = "" if required else " (required)"
+    parser.add_argument(
+        "--mode", required=required, help=f"execution mode: {', '.join(MODES)}{suffix}"
+    )
+    parser.add_argument(
+        "--pair", required=required, help=f"model pair: {', '.join(PAPER_GRID.pairs)}{suffix}"
+    )
+    parser.add_argument(
+        "--policy", required=required, help=f"drafting policy: {', '.join(POLICY_NAMES)}{suffix}"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=field_default(RunSettings, "seed"),
+        help=f"run seed (default {field_default(RunSettings, 'seed')})",
+    )
+    parser.add_argument(
+        "--policy-param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="policy parameter (repeatable; VALUE is JSON or a string)",
+    )
+    parser.add_argument("--draft-model", help="override the pair's draft model")
+    parser.add_argument("--target-model", help="override the pair's target model")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = False) -> None:
+    """Trace, length, devices and controller widths: shared by ``simulate``, ``sweep`` and
+    ``cosim``. Defaults are :class:`RunSettings`'s."""
+
+    def default(name: str):
+        return field_default(RunSettings, name)
+
+    if many_traces:
+        parser.add_argument(
+            "--trace",
+            nargs="+",
+            help="traces to run every configuration on: files, built-in trace names, "
+            "synthetic presets, iid:<acceptance>, or 'builtin' for every built-in trace "
+            "(default: each pair's synthetic preset)",
+        )
+    else:
+        parser.add_argument(
+            "--trace",
+            help="trace file, built-in trace name, synthetic preset or iid:<acceptance> "
+            "(default: the pair's synthetic preset)",
+        )
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=default("tokens"),
+        help=f"generation length ({default('tokens')})",
+    )
+    parser.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=default("prompt_tokens"),
+        help=f"prompt KV length ({default('prompt_tokens')})",
+    )
+    parser.add_argument("--fallback", action="store_true", help="autoregression fallback")
+    parser.add_argument("--spec-dir", action="append", default=[], help="extra spec directory")
+    for name in DEVICE_SETTINGS:
+        option = name.replace("_", "-")
+        parser.add_argument(
+            f"--{option}", default=default(name), help=f"{option} device ({default(name)})"
+        )
+    parser.add_argument(
+        "--draft-queue-tokens",
+        type=int,
+        default=default("draft_queue_tokens"),
+        help="look-ahead budget",
+    )
+    parser.add_argument(
+        "--specpim-planned-draft",
+        type=int,
+        default=default("specpim_planned_draft"),
+        help="SpecPIM's K",
+    )
+    parser.add_argument(
+        "--tvc-ratio-bits",
+        type=int,
+        default=default("tvc_ratio_bits"),
+        help=f"TVC entry width ({default('tvc_ratio_bits')})",
+    )
+    parser.add_argument(
+        "--tvc-cycle-bits",
+        type=int,
+        default=default("tvc_cycle_bits"),
+        help=f"TVC cycle width ({default('tvc_cycle_bits')})",
+    )
+
+
+def _add_phone_options(parser: argparse.ArgumentParser) -> None:
+    """The phone-SoC options of ``ahasd simulate``; defaults are :class:`PhoneSettings`'s."""
+
+    def default(name: str):
+        return field_default(PhoneSettings, name)
+
+    group = parser.add_argument_group(
+        "phone SoC (spec section 5)",
+        "With --platform, simulate sustained generation on a phone SoC: modes "
+        f"{', '.join(PHONE_MODES)} (or 'all'); --mode defaults to {default('mode')}, "
+        f"--policy to {default('policy')} (with the autoregression fallback), --pair to the "
+        "platform's; --tokens is the length of each back-to-back request.",
+    )
+    group.add_argument("--platform", help="phone SoC class: sd8gen3, m4 (sim/specs/platforms)")
+    group.add_argument(
+        "--duration",
+        type=float,
+        help=f"simulated seconds of generation ({default('duration_s'):g})",
+    )
+    group.add_argument("--task", help=f"task type: {', '.join(TASKS)} (mix: requests cycle)")
+    group.add_argument("--dram-pj-per-bit", type=float, help="DRAM energy (spec files: 10)")
+    group.add_argument("--skin-limit", type=float, help="skin throttle limit, 42..45 C (45)")
+    group.add_argument("--ambient", type=float, help="ambient temperature, C (25)")
+    group.add_argument("--start-temp", type=float, help="initial die/skin temperature (ambient)")
+    group.add_argument(
+        "--no-arbiter", action="store_true", help="do not shorten drafts above 41 C skin"
+    )
+    group.add_argument(
+        "--draft-weights",
+        help="sram: draft weights in NPU SRAM (spec); spill: what does not fit "
+        "streams from LPDDR5X",
+    )
+
+
+def _mode_list() -> str:
+    """The epilog of ``ahasd simulate --help``: every mode with its one line."""
+    modes = "; ".join(f"{mode.name}: {mode.summary}" for mode in MODE_TABLE)
+    phone = "; ".join(f"{mode.name}: {mode.summary}" for mode in PHONE_MODE_TABLE)
+    return f"Modes: {modes}. Phone modes (with --platform): {phone}."
+
+
+def register(subparsers) -> None:
+    """Add ``ahasd simulate``, ``ahasd sweep`` and ``ahasd report``."""
+    sim = subparsers.add_parser(
+        "simulate",
+        help="simulate one configuration of the NPU+PIM system model",
+        description="Simulate speculative decoding of one pair with one policy in one mode.",
+        epilog=_mode_list(),
+    )
+    # --mode, --pair and --policy are required without --platform (checked in _simulate).
+    add_run_options(sim, required=False)
+    sim.add_argument("--out", type=Path, help="write summary, queue CSV, Chrome trace, PNG here")
+    add_system_options(sim)
+    _add_phone_options(sim)
+    sim.set_defaults(func=_simulate)
+
+    paper = PAPER_GRID
+    sweep = subparsers.add_parser(
+        "sweep",
+        help="run a grid of system-model configurations (resumable)",
+        description="Run pairs x policies x modes x seeds; results appended to DIR/results.jsonl.",
+    )
+    sweep.add_argument(
+        "--grid",
+        choices=tuple(GRIDS),
+        help="; ".join(f"{name}: {grid.describe()}" for name, grid in GRIDS.items()),
+    )
+    sweep.add_argument(
+        "--pairs", nargs="+", help=f"pairs (default: the paper's {len(paper.pairs)})"
+    )
+    sweep.add_argument(
+        "--policies", nargs="+", help=f"policies (default: the paper's {len(paper.policies)})"
+    )
+    sweep.add_argument("--modes", nargs="+", help=f"modes (default: all {len(paper.modes)})")
+    sweep.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds (default 0)")
+    sweep.add_argument("--out", type=Path, default=Path("ahasd-sweep"), help="results directory")
+    sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="processes")
+    sweep.add_argument("--json", action="store_true", help="print the results as a JSON array")
+    add_system_options(sweep, many_traces=True)
+    sweep.set_defaults(func=_sweep)
+
+    rep = subparsers.add_parser(
+        "report",
+        help="ablation and comparison tables and figures from sweep results",
+        description="Read DIR/results.jsonl (or a results file) and write tables and PNGs.",
+    )
+    rep.add_argument(
+        "--results", type=Path, default=Path("ahasd-sweep"), help="results directory or file"
+    )
+    rep.add_argument("--out", type=Path, help="output directory (default: next to the results)")
+    rep.add_argument("--json", action="store_true", help="print the tables as JSON")
+    rep.set_defaults(func=_report)
+
+
+def parse_policy_params(items: list[str]) -> tuple:
+    """``--policy-param KEY=VALUE`` items as ``((key, value), ...)``; VALUE is JSON if it
+    parses (a list becomes a tuple), else the string."""
+    params = []
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--policy-param {item!r}: expected KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        if isinstance(value, list):
+            value = tuple(value)
+        params.append((key, value))
+    return tuple(params)
+
+
+def _base_settings(args, **extra) -> dict:
+    return {
+        "tokens": args.tokens,
+        "prompt_tokens": args.prompt_tokens,
+        "trace": args.trace if isinstance(args.trace, str | None) else None,
+        "fallback": args.fallback,
+        **{name: getattr(args, name) for name in DEVICE_SETTINGS},
+        "draft_queue_tokens": args.draft_queue_tokens,
+        "specpim_planned_draft": args.specpim_planned_draft,
+        "tvc_ratio_bits": args.tvc_ratio_bits,
+        "tvc_cycle_bits": args.tvc_cycle_bits,
+        "spec_dirs": tuple(str(Path(d).resolve()) for d in args.spec_dir),
+        **extra,
+    }
+
+
+def run_settings(args: argparse.Namespace, **extra: object) -> RunSettings:
+    """The settings of the one run named by :func:`add_run_options` (simulate and cosim)."""
+    return RunSettings(
+        **_base_settings(
+            args,
+            mode=args.mode,
+            pair=args.pair,
+            policy=args.policy,
+            seed=args.seed,
+            policy_params=parse_policy_params(args.policy_param),
+            draft_model=args.draft_model,
+            target_model=args.target_model,
+            **extra,
+        )
+    )
+
+
+def check_names(library, modes, pairs, policies) -> None:
+    """UserError (listing the known names) on an unknown mode, pair or policy."""
+    for mode in modes:
+        find_mode(mode)
+    for pair in pairs:
+        library.pair(pair)
+    for policy in policies:
+        if policy not in POLICY_NAMES:
+            raise UserError(f"unknown policy {policy!r} (known: {', '.join(POLICY_NAMES)})")
+
+
+def check_devices(library, settings: RunSettings) -> None:
+    """UserError on a device of ``settings`` that is unknown or of the wrong kind, or an
+    unknown model override."""
+    for name, kind in DEVICE_SETTINGS.items():
+        library.device(getattr(settings, name), kind)
+    for name in (settings.draft_model, settings.target_model):
+        if name is not None:
+            library.model(name)
+
+
+def _simulate(args) -> int:
+    if _wants_phone(args):
+        return _simulate_phone(args)
+    missing = [f"--{name}" for name in ("mode", "pair", "policy") if getattr(args, name) is None]
+    if missing:
+        raise UserError(f"simulate needs {', '.join(missing)} (or --platform for a phone SoC)")
+    settings = run_settings(args, record_timeline=args.out is not None)
+    library = load_library(settings.spec_dirs)
+    check_names(library, [settings.mode], [settings.pair], [settings.policy])
+    check_devices(library, settings)
+    result = simulate(settings, library=library)
+    summary = result.summary
+    if args.out is not None:
+        out = args.out
+        report.write_json(out / "summary.json", summary)
+        report.write_csv(out / "summary.csv", [summary])
+        report.write_csv(
+            out / "queue.csv",
+            [
+                {"time_s": t, "queued_tokens": n, "queued_batches": b, "unverified_tokens": u}
+                for t, n, b, u in result.metrics.queue_samples
+            ],
+        )
+        report.write_json(out / "chrome_trace.json", result.metrics.chrome_trace())
+        report.plot_run(summary, result.metrics, out / "run.png")
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(report.format_table([summary], RUN_TABLE))
+    print()
+    for device in summary["busy_s"]:
+        busy, idle = summary["busy_s"][device], summary["idle_s"][device]
+        print(f"{device:>4}: busy {busy:9.3f} s, idle {idle:9.3f} s")
+    for note in summary["notes"]:
+        print(f"note: {note}")
+    if args.out is not None:
+        print(f"wrote {args.out}/summary.json, summary.csv, queue.csv, chrome_trace.json, run.png")
+    return 0
+
+
+# -- the phone-SoC scenario (``ahasd simulate --platform``) -----------------------------------
+
+
+def _wants_phone(args) -> bool:
+    """True with --platform; a phone-only option without it is a UserError."""
+    if args.platform is not None:
+        return True
+    if args.no_arbiter:
+        raise UserError("--no-arbiter needs --platform")
+    for name in _PHONE_OPTIONS:
+        if getattr(args, name) is not None:
+            raise UserError(f"--{name.replace('_', '-')} needs --platform")
+    return False
+
+
+def _simulate_phone(args) -> int:
+    """``ahasd simulate --platform P``: run, print a table or JSON, write figures with --out."""
+    for name in _NOT_WITH_PLATFORM:
+        if getattr(args, name) != field_default(RunSettings, name):
+            raise UserError(
+                f"--{name.replace('_', '-')} does not apply with --platform (the platform file "
+                "names its devices; traces are the pair's synthetic preset per task)"
+            )
+    modes = list(PHONE_MODES) if args.mode == "all" else [args.mode or None]
+    given = {
+        "pair": args.pair,
+        "policy": args.policy,
+        "task": args.task,
+        "duration_s": args.duration,
+        "dram_pj_per_bit": args.dram_pj_per_bit,
+        "skin_limit_c": args.skin_limit,
+        "ambient_c": args.ambient,
+        "start_c": args.start_temp,
+        "draft_weights": args.draft_weights,
+    }
+    common = {
+        "platform": args.platform,
+        # An option not given (or given empty) leaves the PhoneSettings default.
+        **{name: value for name, value in given.items() if value is not None and value != ""},
+        "tokens": args.tokens,
+        "prompt_tokens": args.prompt_tokens,
+        "seed": args.seed,
+        "arbiter": not args.no_arbiter,
+        "policy_params": parse_policy_params(args.policy_param),
+        "spec_dirs": tuple(str(Path(d).resolve()) for d in args.spec_dir),
+    }
+    # Validate every mode's settings, and the platform, before anything runs.
+    settings = [
+        PhoneSettings(**common) if mode is None else PhoneSettings(mode=mode, **common)
+        for mode in modes
+    ]
+    find_platform(args.platform, common["spec_dirs"])
+    results = [simulate_phone(s) for s in settings]
+    for result in results:
+        result.summary["final_gpu_clock_mhz"] = result.summary["final_gpu_clock_hz"] / 1e6
+    if args.out is not None:
+        out = args.out
+        rows = [r.summary for r in results]
+        report.write_json(out / "summary.json", rows if len(rows) > 1 else rows[0])
+        flat = [{k: v for k, v in r.items() if not isinstance(v, list | dict)} for r in rows]
+        report.write_csv(out / "summary.csv", flat)
+        report.write_csv(
+            out / "thermal.csv",
+            [{"mode": r.summary["mode"], **sample} for r in results for sample in r.samples],
+        )
+        plot_phone(results, out / "phone.png", title=f"{args.platform}: sustained generation")
+    if args.json:
+        rows = [r.summary for r in results]
+        print(json.dumps(rows if args.mode == "all" else rows[0]))
+        return 0
+    first = results[-1].summary  # the last mode drafts, so it names the policy
+    print(
+        f"{args.platform}: {first['pair']}, policy {first['policy']}, task {first['task']}, "
+        f"{first['duration_s']:g} s, DRAM {first['dram_pj_per_bit']:g} pJ/bit, skin limit "
+        f"{first['skin_limit_c']:g} C"
+    )
+    print(report.format_table([r.summary for r in results], _PHONE_TABLE))
+    for result in results:
+        for event in result.throttle_log[:3]:
+            print(
+                f"{result.summary['mode']}: t={event['time_s']:.1f} s {event['reason']}: "
+                f"{event['from_hz'] / 1e6:.0f} -> {event['to_hz'] / 1e6:.0f} MHz at skin "
+                f"{event['skin_c']:.1f} C"
+            )
+        if len(result.throttle_log) > 3:
+            print(
+                f"{result.summary['mode']}: ... {len(result.throttle_log) - 3} more clock changes"
+            )
+    for note in dict.fromkeys(n for r in results for n in r.summary["notes"]):
+        print(f"note: {note}")
+    if args.out is not None:
+        print(f"wrote {args.out}/summary.json, summary.csv, thermal.csv, phone.png")
+    return 0
+
+
+# -- sweep and report -------------------------------------------------------------------------
+
+
+def _settings_key(settings: RunSettings) -> str:
+    return json.dumps(dataclasses.asdict(settings), sort_keys=True)
+
+
+def _load_results(path: Path) -> tuple[list[dict], int]:
+    """Complete result lines of ``path`` and the byte length they occupy.
+
+    A final line without its newline (the sweep was killed mid-write) is ignored; the
+    caller truncates it away before appending.
+    """
+    if not path.exists():
+        return [], 0
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    rows = []
+    for number, line in enumerate(data[:end].splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise UserError(f"{path}: line {number} is not JSON; move the file away") from None
+    return rows, end
+
+
+def _run_one(settings: RunSettings) -> dict:
+    summary = simulate(settings).summary
+    return {"key": _settings_key(settings), **summary}
+
+
+def _progress(done: int, total: int, started: float, label: str) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    bar = "#" * filled + "." * (width - filled)
+    elapsed = time.perf_counter() - started
+    sys.stderr.write(f"\rsweep [{bar}] {done}/{total} {elapsed:6.1f} s {label[:40]:<40}")
+    sys.stderr.flush()
+
+
+def _sweep(args) -> int:
+    paper = PAPER_GRID
+    pairs = args.pairs or list(paper.pairs)
+    policies = args.policies or list(paper.policies)
+    modes = args.modes or list(paper.modes)
+    if args.grid is not None:
+        if args.pairs or args.policies or args.modes:
+            raise UserError(
+                f"--grid {args.grid} fixes pairs, policies and modes; drop --pairs etc."
+            )
+        grid = GRIDS[args.grid]
+        pairs, policies, modes = list(grid.pairs), list(grid.policies), list(grid.modes)
+    if args.jobs < 1:
+        raise UserError(f"--jobs must be at least 1, not {args.jobs}")
+    traces = [None] if not args.trace else list(args.trace)
+    if "builtin" in traces:
+        traces = [t for t in traces if t != "builtin"] + builtin_trace_names()
+    base = _base_settings(args, trace=None)
+    library = load_library(base["spec_dirs"])
+    check_names(library, modes, pairs, policies)
+    grid = [
+        RunSettings(**{**base, "trace": trace}, mode=mode, pair=pair, policy=policy, seed=seed)
+        for seed in args.seeds
+        for trace in traces
+        for pair in pairs
+        for policy in policies
+        for mode in modes
+    ]
+    check_devices(library, grid[0])
+    for trace in traces:  # fail on a bad or short trace before running anything
+        for pair in pairs:
+            resolve_trace(trace, library.pair(pair).preset, args.tokens, args.seeds[0])
+    results_path = args.out / RESULTS_FILE
+    existing, valid_bytes = _load_results(results_path)
+    done_keys = {row.get("key") for row in existing}
+    pending = [s for s in grid if _settings_key(s) not in done_keys]
+    args.out.mkdir(parents=True, exist_ok=True)
+    new_rows = []
+    started = time.perf_counter()
+    with results_path.open("ab") as handle:
+        handle.truncate(valid_bytes)  # drop a half-written last line
+
+        def append(row: dict) -> None:
+            handle.write((json.dumps(row) + "\n").encode())
+            handle.flush()
+            os.fsync(handle.fileno())
+            new_rows.append(row)
+            _progress(
+                len(new_rows), len(pending), started, f"{row['mode']} {row['pair']} {row['policy']}"
+            )
+
+        if pending:
+            _progress(0, len(pending), started, "")
+        if args.jobs == 1 or len(pending) <= 1:
+            for settings in pending:
+                append(_run_one(settings))
+        else:
+            with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                futures = [pool.submit(_run_one, s) for s in pending]
+                for future in concurrent.futures.as_completed(futures):
+                    append(future.result())
+    if pending:
+        sys.stderr.write("\n")
+    wanted = {_settings_key(s) for s in grid}
+    rows = [r for r in existing + new_rows if r.get("key") in wanted]
+    order = {_settings_key(s): i for i, s in enumerate(grid)}
+    rows.sort(key=lambda r: order[r["key"]])
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    skipped = len(grid) - len(pending)
+    print(f"{len(grid)} runs ({len(pending)} new, {skipped} already in {results_path})")
+    print(report.format_table(report.ablation_rows(rows, MODES), report.ABLATION_COLUMNS))
+    print(f"results: {results_path}  (tables and figures: ahasd report --results {args.out})")
+    return 0
+
+
+def _report(args) -> int:
+    path = args.results / RESULTS_FILE if args.results.is_dir() else args.results
+    if not path.exists():
+        raise UserError(f"no results at {path} (run `ahasd sweep --out DIR` first)")
+    rows, _ = _load_results(path)
+    if not rows:
+        raise UserError(f"{path} holds no finished runs")
+    for number, row in enumerate(rows, 1):
+        missing = [k for k in ("mode", "pair", "policy", "tokens_per_s") if k not in row]
+        if missing:
+            raise UserError(f"{path}: run {number} lacks {', '.join(missing)}")
+    out = args.out or path.parent
+    ablation = report.ablation_rows(rows, MODES)
+    comparison = report.comparison_rows(rows, MODES)
+    report.write_csv(out / "ablation.csv", ablation)
+    report.write_csv(out / "comparison.csv", comparison)
+    report.plot_ablation(rows, MODES, out / "ablation.png")
+    report.plot_comparison(rows, MODES, out / "comparison.png")
+    if args.json:
+        print(json.dumps({"ablation": ablation, "comparison": comparison}))
+        return 0
+    print("Ablation (mean over pairs, policies and seeds; ratios are geometric means)")
+    print(report.format_table(ablation, report.ABLATION_COLUMNS))
+    print()
+    print("Comparison per pair")
+    print(report.format_table(comparison, report.COMPARISON_COLUMNS))
+    print()
+    print(f"wrote {out}/ablation.csv, comparison.csv, ablation.png, comparison.png")
+    return 0
