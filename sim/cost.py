@@ -23,6 +23,7 @@ bus to the host CPU. Conventions, applied everywhere:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ahasd.sim.config import DeviceSpec, ModelSpec, PowerSpec
@@ -33,6 +34,7 @@ __all__ = [
     "Cost",
     "Executor",
     "NonlinearPath",
+    "OffloadPassModel",
     "PassModel",
     "SplitPassModel",
     "executor_for",
@@ -219,6 +221,65 @@ class PassModel:
             link_bytes=link_bytes,
             nonlinear_elements=elements,
             cpu_seconds=cpu_seconds,
+        )
+
+
+class OffloadPassModel(PassModel):
+    """A GPU pass whose weights are partly in host memory (they do not all fit the GPU).
+
+    A fraction ``resident`` of every weight matrix is in the GPU's memory; the rest streams
+    over the host link (``link_bytes_per_s``, ``pj_per_link_byte``) on every pass,
+    overlapped with the resident reads and the compute (a prefetching offload runtime):
+    an operator costs ``max(macs / peak, resident bytes and KV / bandwidth, offloaded bytes
+    / link)``. The KV cache stays on the GPU.
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        model: ModelSpec,
+        *,
+        resident: float,
+        link_bytes_per_s: float,
+        pj_per_link_byte: float,
+    ) -> None:
+        super().__init__(executor, model)
+        self.resident = resident
+        self.link_bytes_per_s = link_bytes_per_s
+        self.pj_per_link_byte = pj_per_link_byte
+
+    def _split(self, name: str, op_bytes: float) -> tuple[float, float]:
+        """(bytes read from GPU memory, bytes over the link) of one operator instance."""
+        if name.startswith("attention_"):  # KV cache
+            return op_bytes, 0.0
+        return op_bytes * self.resident, op_bytes * (1 - self.resident)
+
+    def _seconds(self, name: str, op_macs: float, op_bytes: float) -> float:
+        local, remote = self._split(name, op_bytes)
+        ex = self.executor
+        return max(op_macs / ex.macs_per_s, local / ex.bytes_per_s, remote / self.link_bytes_per_s)
+
+    def matrix_seconds(self, tokens: int, context: int) -> float:
+        matrix, _, _ = operators(self.model, tokens, context)
+        return sum(n * self._seconds(name, m, b) for name, n, m, b in matrix)
+
+    def compute(self, tokens: int, context: int) -> Cost:
+        base = super().compute(tokens, context)
+        matrix, _, _ = operators(self.model, tokens, context)
+        roofline = offloaded = 0.0
+        for name, count, op_macs, op_bytes in matrix:
+            ex = self.executor
+            roofline += count * max(op_macs / ex.macs_per_s, op_bytes / ex.bytes_per_s)
+            offloaded += count * self._split(name, op_bytes)[1]
+        extra = self.matrix_seconds(tokens, context) - roofline
+        # Offloaded bytes are read from host memory instead of the GPU's: the link's
+        # energy figure (host DRAM plus the link) replaces the GPU memory's.
+        energy = offloaded * (self.pj_per_link_byte - self.executor.pj_per_byte) * 1e-12
+        return dataclasses.replace(
+            base,
+            seconds=base.seconds + extra,
+            energy_j=base.energy_j + energy,
+            link_bytes=base.link_bytes + offloaded,
         )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import os
@@ -34,6 +35,7 @@ __all__ = [
     "plot_comparison",
     "plot_run",
     "pyplot",
+    "table_columns",
     "write_csv",
     "write_json",
 ]
@@ -142,8 +144,27 @@ def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
 
 
 def _key(mode: str, row: dict) -> tuple:
-    """Runs that differ only in mode are compared with each other."""
-    return (mode, row["pair"], row["policy"], row.get("seed", 0), row.get("trace"))
+    """Runs that differ only in mode are compared with each other (within one scenario:
+    platform, devices, overrides, ...)."""
+    return (
+        mode,
+        row["pair"],
+        row["policy"],
+        row.get("seed", 0),
+        row.get("trace"),
+        row.get("scenario", ""),
+    )
+
+
+def _scenarios(results: list[dict]) -> list[str]:
+    return list(dict.fromkeys(r.get("scenario", "") for r in results))
+
+
+def table_columns(rows: list[dict], columns: list[tuple[str, str, str]]) -> list:
+    """``columns`` with a leading scenario column when ``rows`` hold more than one."""
+    if len({r.get("scenario", "") for r in rows}) > 1:
+        return [("scenario", "scenario", ""), *columns]
+    return columns
 
 
 def _mean(values) -> float:
@@ -162,8 +183,8 @@ def ablation_rows(results: list[dict], modes) -> list[dict]:
     policy, seed, trace) runs; columns :data:`ABLATION_COLUMNS`."""
     by_key = {_key(r["mode"], r): r for r in results}
     rows = []
-    for mode in modes:
-        runs = [r for r in results if r["mode"] == mode]
+    for scenario, mode in itertools.product(_scenarios(results), modes):
+        runs = [r for r in results if r["mode"] == mode and r.get("scenario", "") == scenario]
         if not runs:
             continue
         speedups, energy = [], []
@@ -174,6 +195,7 @@ def ablation_rows(results: list[dict], modes) -> list[dict]:
                 energy.append(r["energy_per_token_mj"] / base["energy_per_token_mj"])
         rows.append(
             {
+                "scenario": scenario,
                 "mode": mode,
                 "runs": len(runs),
                 "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),
@@ -194,12 +216,12 @@ def comparison_rows(results: list[dict], modes) -> list[dict]:
     by_key = {_key(r["mode"], r): r for r in results}
     groups = defaultdict(list)
     for r in results:
-        groups[(r["pair"], r["mode"])].append(r)
+        groups[(r.get("scenario", ""), r["pair"], r["mode"])].append(r)
     pairs = list(dict.fromkeys(r["pair"] for r in results))
     rows = []
-    for pair in pairs:
+    for scenario, pair in itertools.product(_scenarios(results), pairs):
         for mode in modes:
-            runs = groups.get((pair, mode))
+            runs = groups.get((scenario, pair, mode))
             if not runs:
                 continue
             speedups, efficiency = [], []
@@ -210,6 +232,7 @@ def comparison_rows(results: list[dict], modes) -> list[dict]:
                     efficiency.append(base["energy_per_token_mj"] / r["energy_per_token_mj"])
             rows.append(
                 {
+                    "scenario": scenario,
                     "pair": pair,
                     "mode": mode,
                     "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),

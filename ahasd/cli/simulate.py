@@ -20,17 +20,22 @@ the mode table and :mod:`ahasd.sim.policies`.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import dataclasses
 import json
 import os
-import sys
-import time
 from pathlib import Path
 
 from ahasd.errors import UserError
 from ahasd.sim import report
-from ahasd.sim.config import DEVICE_SETTINGS, RunSettings, field_default, load_library
+from ahasd.sim.config import (
+    DEFAULT_PLATFORM,
+    DEVICE_SETTINGS,
+    MEMORY_SHARING,
+    RunSettings,
+    controller_params,
+    field_default,
+    load_library,
+    resolve,
+)
 from ahasd.sim.grid import GRIDS, PAPER_GRID
 from ahasd.sim.modes import MODE_TABLE, MODES, find_mode, simulate
 from ahasd.sim.phone import (
@@ -42,22 +47,32 @@ from ahasd.sim.phone import (
     plot_phone,
     simulate_phone,
 )
+from ahasd.sim.phone.platform import known_platforms
 from ahasd.sim.policies import POLICY_NAMES
-from ahasd.sim.trace_sources import builtin_trace_names, resolve_trace
+from ahasd.sim.sweep import (
+    BACKENDS,
+    RESULTS_FILE,
+    expand,
+    load_grid,
+    read_results,
+    run_sweep,
+)
+from ahasd.sim.trace_sources import resolve_trace
 
 __all__ = [
     "RESULTS_FILE",
     "RUN_TABLE",
+    "add_backend_options",
     "add_run_options",
     "add_system_options",
     "check_devices",
     "check_names",
+    "parse_assignments",
     "parse_policy_params",
     "register",
     "run_settings",
 ]
 
-RESULTS_FILE = "results.jsonl"
 
 # (key, header, format spec) of the one-run table of `simulate` (and `cosim`).
 RUN_TABLE = [
@@ -94,7 +109,7 @@ _PHONE_OPTIONS = (
 )
 # System-model options a platform file fixes: its devices, and the traces (each task's
 # synthetic preset); given with --platform they are a UserError.
-_NOT_WITH_PLATFORM = (*DEVICE_SETTINGS, "trace", "draft_model", "target_model")
+_NOT_WITH_PLATFORM = (*DEVICE_SETTINGS, "memory_sharing", "trace", "draft_model", "target_model")
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -164,9 +179,27 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
     parser.add_argument("--spec-dir", action="append", default=[], help="extra spec directory")
     for name in DEVICE_SETTINGS:
         option = name.replace("_", "-")
-        parser.add_argument(
-            f"--{option}", default=default(name), help=f"{option} device ({default(name)})"
-        )
+        parser.add_argument(f"--{option}", help=f"{option} device (default: the platform's)")
+    parser.add_argument(
+        "--memory-sharing",
+        choices=MEMORY_SHARING,
+        help="NPU stream and PIM compute on the same ranks or not (default: the platform's)",
+    )
+    parser.add_argument(
+        "--spec-override",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override a spec-file number, e.g. devices.npu-mobile.memory_bandwidth=1e11 "
+        "(NAME may be @npu, @pim, ...; repeatable)",
+    )
+    parser.add_argument(
+        "--controller-param",
+        action="append",
+        default=[],
+        metavar="BLOCK.FIELD=VALUE",
+        help="override an EDC/TVC/GTSU parameter, e.g. edc.llr_bits=2 (repeatable)",
+    )
     parser.add_argument(
         "--draft-queue-tokens",
         type=int,
@@ -201,12 +234,17 @@ def _add_phone_options(parser: argparse.ArgumentParser) -> None:
 
     group = parser.add_argument_group(
         "phone SoC (spec section 5)",
-        "With --platform, simulate sustained generation on a phone SoC: modes "
+        "With --platform naming a phone SoC, simulate sustained generation on it: modes "
         f"{', '.join(PHONE_MODES)} (or 'all'); --mode defaults to {default('mode')}, "
         f"--policy to {default('policy')} (with the autoregression fallback), --pair to the "
         "platform's; --tokens is the length of each back-to-back request.",
     )
-    group.add_argument("--platform", help="phone SoC class: sd8gen3, m4 (sim/specs/platforms)")
+    group.add_argument(
+        "--platform",
+        help="NPU+PIM platform for the modes above (table2 (default), table2-per-unit, "
+        "artifact, or a file of yours under --spec-dir), or a phone SoC class (sd8gen3, m4) "
+        "for the phone modes (sim/specs/platforms)",
+    )
     group.add_argument(
         "--duration",
         type=float,
@@ -257,8 +295,13 @@ def register(subparsers) -> None:
     )
     sweep.add_argument(
         "--grid",
-        choices=tuple(GRIDS),
-        help="; ".join(f"{name}: {grid.describe()}" for name, grid in GRIDS.items()),
+        metavar="NAME|FILE",
+        help="; ".join(f"{name}: {grid.describe()}" for name, grid in GRIDS.items())
+        + "; or a grid file (TOML: an [axes] table naming the values of any run setting, "
+        "spec field, policy or controller parameter; docs/reproduce.md)",
+    )
+    sweep.add_argument(
+        "--platforms", nargs="+", help=f"NPU+PIM platforms (default: {DEFAULT_PLATFORM})"
     )
     sweep.add_argument(
         "--pairs", nargs="+", help=f"pairs (default: the paper's {len(paper.pairs)})"
@@ -267,9 +310,9 @@ def register(subparsers) -> None:
         "--policies", nargs="+", help=f"policies (default: the paper's {len(paper.policies)})"
     )
     sweep.add_argument("--modes", nargs="+", help=f"modes (default: all {len(paper.modes)})")
-    sweep.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds (default 0)")
+    sweep.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0)")
     sweep.add_argument("--out", type=Path, default=Path("ahasd-sweep"), help="results directory")
-    sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="processes")
+    add_backend_options(sweep)
     sweep.add_argument("--json", action="store_true", help="print the results as a JSON array")
     add_system_options(sweep, many_traces=True)
     sweep.set_defaults(func=_sweep)
@@ -285,6 +328,26 @@ def register(subparsers) -> None:
     rep.add_argument("--out", type=Path, help="output directory (default: next to the results)")
     rep.add_argument("--json", action="store_true", help="print the tables as JSON")
     rep.set_defaults(func=_report)
+
+
+def add_backend_options(parser: argparse.ArgumentParser) -> None:
+    """``--jobs``, ``--backend`` and ``--address``: where the runs of a sweep execute."""
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="processes (local backend) or CPUs of a local Ray instance",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help="local: a process pool; ray: Ray tasks (pip install 'ahasd[ray]')",
+    )
+    parser.add_argument(
+        "--address",
+        help="with --backend ray: a Ray cluster's address (default: a local instance)",
+    )
 
 
 def parse_policy_params(items: list[str]) -> tuple:
@@ -305,20 +368,41 @@ def parse_policy_params(items: list[str]) -> tuple:
     return tuple(params)
 
 
+def parse_assignments(items: list[str], option: str) -> tuple:
+    """``PATH=VALUE`` items of ``option`` as ``((path, value), ...)``; VALUE is JSON (a
+    number for a spec override, an integer or string for a controller parameter)."""
+    parsed = []
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"{option} {item!r}: expected PATH=VALUE")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        parsed.append((key, value))
+    return tuple(parsed)
+
+
 def _base_settings(args, **extra) -> dict:
-    return {
+    settings = {
         "tokens": args.tokens,
         "prompt_tokens": args.prompt_tokens,
         "trace": args.trace if isinstance(args.trace, str | None) else None,
         "fallback": args.fallback,
         **{name: getattr(args, name) for name in DEVICE_SETTINGS},
+        "memory_sharing": args.memory_sharing,
         "draft_queue_tokens": args.draft_queue_tokens,
         "specpim_planned_draft": args.specpim_planned_draft,
         "tvc_ratio_bits": args.tvc_ratio_bits,
         "tvc_cycle_bits": args.tvc_cycle_bits,
+        "spec_overrides": parse_assignments(args.spec_override, "--spec-override"),
+        "controller_params": parse_assignments(args.controller_param, "--controller-param"),
         "spec_dirs": tuple(str(Path(d).resolve()) for d in args.spec_dir),
-        **extra,
     }
+    if getattr(args, "platform", None):
+        settings["platform"] = args.platform
+    return {**settings, **extra}
 
 
 def run_settings(args: argparse.Namespace, **extra: object) -> RunSettings:
@@ -350,10 +434,10 @@ def check_names(library, modes, pairs, policies) -> None:
 
 
 def check_devices(library, settings: RunSettings) -> None:
-    """UserError on a device of ``settings`` that is unknown or of the wrong kind, or an
-    unknown model override."""
-    for name, kind in DEVICE_SETTINGS.items():
-        library.device(getattr(settings, name), kind)
+    """UserError on an unknown platform, a device of ``settings`` that is unknown or of the
+    wrong kind, a bad spec override or controller parameter, or an unknown model override."""
+    resolve(settings, library)
+    controller_params(settings)
     for name in (settings.draft_model, settings.target_model):
         if name is not None:
             library.model(name)
@@ -403,24 +487,35 @@ def _simulate(args) -> int:
 
 
 def _wants_phone(args) -> bool:
-    """True with --platform; a phone-only option without it is a UserError."""
-    if args.platform is not None:
-        return True
+    """True with --platform naming a phone SoC; a phone-only option without one is a
+    UserError."""
+    spec_dirs = [str(Path(d).resolve()) for d in args.spec_dir]
+    if args.platform is not None and args.platform not in load_library(spec_dirs).platforms:
+        if args.platform in known_platforms(spec_dirs):
+            return True
+        load_library(spec_dirs).platform(args.platform)  # unknown: the error lists both kinds
     if args.no_arbiter:
-        raise UserError("--no-arbiter needs --platform")
+        raise UserError("--no-arbiter needs --platform with a phone SoC")
     for name in _PHONE_OPTIONS:
         if getattr(args, name) is not None:
-            raise UserError(f"--{name.replace('_', '-')} needs --platform")
+            raise UserError(f"--{name.replace('_', '-')} needs --platform with a phone SoC")
     return False
 
 
 def _simulate_phone(args) -> int:
     """``ahasd simulate --platform P``: run, print a table or JSON, write figures with --out."""
     for name in _NOT_WITH_PLATFORM:
-        if getattr(args, name) != field_default(RunSettings, name):
+        if getattr(args, name) is not None and getattr(args, name) != field_default(
+            RunSettings, name
+        ):
             raise UserError(
                 f"--{name.replace('_', '-')} does not apply with --platform (the platform file "
                 "names its devices; traces are the pair's synthetic preset per task)"
+            )
+    for name in ("spec_override", "controller_param"):
+        if getattr(args, name):
+            raise UserError(
+                f"--{name.replace('_', '-')} applies to the NPU+PIM modes, not to a phone SoC"
             )
     modes = list(PHONE_MODES) if args.mode == "all" else [args.mode or None]
     given = {
@@ -497,118 +592,93 @@ def _simulate_phone(args) -> int:
 # -- sweep and report -------------------------------------------------------------------------
 
 
-def _settings_key(settings: RunSettings) -> str:
-    return json.dumps(dataclasses.asdict(settings), sort_keys=True)
+# The sweep options that set an axis, by axis.
+_AXIS_OPTIONS = {
+    "pair": "--pairs",
+    "policy": "--policies",
+    "mode": "--modes",
+    "seed": "--seeds",
+    "trace": "--trace",
+    "platform": "--platforms",
+}
 
 
-def _load_results(path: Path) -> tuple[list[dict], int]:
-    """Complete result lines of ``path`` and the byte length they occupy.
-
-    A final line without its newline (the sweep was killed mid-write) is ignored; the
-    caller truncates it away before appending.
-    """
-    if not path.exists():
-        return [], 0
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    rows = []
-    for number, line in enumerate(data[:end].splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise UserError(f"{path}: line {number} is not JSON; move the file away") from None
-    return rows, end
-
-
-def _run_one(settings: RunSettings) -> dict:
-    summary = simulate(settings).summary
-    return {"key": _settings_key(settings), **summary}
-
-
-def _progress(done: int, total: int, started: float, label: str) -> None:
-    width = 30
-    filled = width * done // max(total, 1)
-    bar = "#" * filled + "." * (width - filled)
-    elapsed = time.perf_counter() - started
-    sys.stderr.write(f"\rsweep [{bar}] {done}/{total} {elapsed:6.1f} s {label[:40]:<40}")
-    sys.stderr.flush()
-
-
-def _sweep(args) -> int:
-    paper = PAPER_GRID
-    pairs = args.pairs or list(paper.pairs)
-    policies = args.policies or list(paper.policies)
-    modes = args.modes or list(paper.modes)
-    if args.grid is not None:
+def _grid_points(args) -> list[RunSettings]:
+    """The settings of every run of ``ahasd sweep``: the grid file's axes (outermost, in file
+    order), then seeds, traces, platforms, pairs, policies and modes from the options (or the
+    paper grid's), each only where the grid file does not name it."""
+    base = _base_settings(args, trace=None)
+    base.pop("platform", None)
+    given = {
+        "pair": args.pairs,
+        "policy": args.policies,
+        "mode": args.modes,
+        "seed": args.seeds,
+        "trace": args.trace,
+        "platform": args.platforms,
+    }
+    file_axes: tuple = ()
+    grid = PAPER_GRID
+    if args.grid is not None and args.grid in GRIDS:
         if args.pairs or args.policies or args.modes:
             raise UserError(
                 f"--grid {args.grid} fixes pairs, policies and modes; drop --pairs etc."
             )
         grid = GRIDS[args.grid]
-        pairs, policies, modes = list(grid.pairs), list(grid.policies), list(grid.modes)
-    if args.jobs < 1:
-        raise UserError(f"--jobs must be at least 1, not {args.jobs}")
-    traces = [None] if not args.trace else list(args.trace)
-    if "builtin" in traces:
-        traces = [t for t in traces if t != "builtin"] + builtin_trace_names()
-    base = _base_settings(args, trace=None)
-    library = load_library(base["spec_dirs"])
-    check_names(library, modes, pairs, policies)
-    grid = [
-        RunSettings(**{**base, "trace": trace}, mode=mode, pair=pair, policy=policy, seed=seed)
-        for seed in args.seeds
-        for trace in traces
-        for pair in pairs
-        for policy in policies
-        for mode in modes
-    ]
-    check_devices(library, grid[0])
-    for trace in traces:  # fail on a bad or short trace before running anything
-        for pair in pairs:
-            resolve_trace(trace, library.pair(pair).preset, args.tokens, args.seeds[0])
-    results_path = args.out / RESULTS_FILE
-    existing, valid_bytes = _load_results(results_path)
-    done_keys = {row.get("key") for row in existing}
-    pending = [s for s in grid if _settings_key(s) not in done_keys]
-    args.out.mkdir(parents=True, exist_ok=True)
-    new_rows = []
-    started = time.perf_counter()
-    with results_path.open("ab") as handle:
-        handle.truncate(valid_bytes)  # drop a half-written last line
+    elif args.grid is not None:
+        grid_file = load_grid(Path(args.grid))
+        for key in grid_file:
+            if given.get(key):
+                option = _AXIS_OPTIONS[key]
+                raise UserError(f"{option} and the grid file {args.grid} both set {key}")
+            if key in base and key not in ("spec_overrides", "controller_params"):
+                base.pop(key)
+        file_axes = grid_file.axes
+    defaults = {
+        "seed": [0],
+        "trace": ["none"],
+        "platform": [DEFAULT_PLATFORM],
+        "pair": list(grid.pairs),
+        "policy": list(grid.policies),
+        "mode": list(grid.modes),
+    }
+    named = {key for key, _ in file_axes}
+    option_axes = tuple(
+        (key, tuple(given[key] or defaults[key]))
+        for key in ("seed", "trace", "platform", "pair", "policy", "mode")
+        if key not in named
+    )
+    return expand(file_axes + option_axes, base)
 
-        def append(row: dict) -> None:
-            handle.write((json.dumps(row) + "\n").encode())
-            handle.flush()
-            os.fsync(handle.fileno())
-            new_rows.append(row)
-            _progress(
-                len(new_rows), len(pending), started, f"{row['mode']} {row['pair']} {row['policy']}"
-            )
 
-        if pending:
-            _progress(0, len(pending), started, "")
-        if args.jobs == 1 or len(pending) <= 1:
-            for settings in pending:
-                append(_run_one(settings))
-        else:
-            with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                futures = [pool.submit(_run_one, s) for s in pending]
-                for future in concurrent.futures.as_completed(futures):
-                    append(future.result())
-    if pending:
-        sys.stderr.write("\n")
-    wanted = {_settings_key(s) for s in grid}
-    rows = [r for r in existing + new_rows if r.get("key") in wanted]
-    order = {_settings_key(s): i for i, s in enumerate(grid)}
-    rows.sort(key=lambda r: order[r["key"]])
+def _sweep(args) -> int:
+    points = _grid_points(args)
+    if not points:
+        raise UserError("the grid is empty")
+    library = load_library(points[0].spec_dirs)
+    check_names(
+        library,
+        sorted({p.mode for p in points}),
+        sorted({p.pair for p in points}),
+        sorted({p.policy for p in points}),
+    )
+    checked = set()
+    for point in points:  # fail on a bad setting or a bad or short trace before running
+        if (point.trace, point.pair, point.tokens) not in checked:
+            checked.add((point.trace, point.pair, point.tokens))
+            resolve_trace(point.trace, library.pair(point.pair).preset, point.tokens, point.seed)
+        check_devices(library, point)
+    rows, simulated = run_sweep(
+        points, args.out, jobs=args.jobs, backend=args.backend, address=args.address
+    )
     if args.json:
         print(json.dumps(rows))
         return 0
-    skipped = len(grid) - len(pending)
-    print(f"{len(grid)} runs ({len(pending)} new, {skipped} already in {results_path})")
-    print(report.format_table(report.ablation_rows(rows, MODES), report.ABLATION_COLUMNS))
+    results_path = args.out / RESULTS_FILE
+    reused = len(points) - simulated
+    print(f"{len(points)} runs ({simulated} new, {reused} already in {results_path})")
+    ablation = report.ablation_rows(rows, MODES)
+    print(report.format_table(ablation, report.table_columns(ablation, report.ABLATION_COLUMNS)))
     print(f"results: {results_path}  (tables and figures: ahasd report --results {args.out})")
     return 0
 
@@ -617,9 +687,11 @@ def _report(args) -> int:
     path = args.results / RESULTS_FILE if args.results.is_dir() else args.results
     if not path.exists():
         raise UserError(f"no results at {path} (run `ahasd sweep --out DIR` first)")
-    rows, _ = _load_results(path)
+    rows, _ = read_results(path)
     if not rows:
         raise UserError(f"{path} holds no finished runs")
+    # A request rerun after a spec or trace change appends a new row: the last one counts.
+    rows = list({row.get("key", number): row for number, row in enumerate(rows)}.values())
     for number, row in enumerate(rows, 1):
         missing = [k for k in ("mode", "pair", "policy", "tokens_per_s") if k not in row]
         if missing:
@@ -635,10 +707,12 @@ def _report(args) -> int:
         print(json.dumps({"ablation": ablation, "comparison": comparison}))
         return 0
     print("Ablation (mean over pairs, policies and seeds; ratios are geometric means)")
-    print(report.format_table(ablation, report.ABLATION_COLUMNS))
+    print(report.format_table(ablation, report.table_columns(ablation, report.ABLATION_COLUMNS)))
     print()
     print("Comparison per pair")
-    print(report.format_table(comparison, report.COMPARISON_COLUMNS))
+    print(
+        report.format_table(comparison, report.table_columns(comparison, report.COMPARISON_COLUMNS))
+    )
     print()
     print(f"wrote {out}/ablation.csv, comparison.csv, ablation.png, comparison.png")
     return 0

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ahasd.errors import UserError
-from ahasd.params import EDCParams, GTSUParams, TVCParams, entropy_to_fixed
-from ahasd.sim.config import RunSettings, SpecLibrary, load_library
+from ahasd.params import entropy_to_fixed
+from ahasd.sim.config import RunSettings, SpecLibrary, controller_params, resolve
 from ahasd.sim.controller import Controller, GoldenController
 from ahasd.sim.engine import EventLoop
 from ahasd.sim.metrics import Metrics
@@ -50,7 +50,8 @@ def simulate(
 
     Parameters
     ----------
-    settings : the configuration.
+    settings : the configuration (resolved against its platform first:
+        :func:`ahasd.sim.config.resolve`).
     trace : use this trace instead of resolving ``settings.trace``.
     library : spec library (default: built-in plus ``settings.spec_dirs``).
     controller : EDC/TVC/GTSU controller for the async modes (default
@@ -59,7 +60,8 @@ def simulate(
     hardware : cost models instead of :func:`build_hardware` (tests inject fixed costs).
     """
     mode = find_mode(settings.mode)
-    library = library or load_library(settings.spec_dirs)
+    settings, library = resolve(settings, library)
+    edc_params, tvc_params, gtsu_params = controller_params(settings)
     pair = library.pair(settings.pair)
     if policy is None:
         policy = make_policy(
@@ -83,9 +85,9 @@ def simulate(
     else:
         if controller is None:
             controller = GoldenController(
-                EDCParams(),
-                TVCParams(ratio_bits=settings.tvc_ratio_bits, cycle_bits=settings.tvc_cycle_bits),
-                GTSUParams(),
+                edc_params,
+                tvc_params,
+                gtsu_params,
                 tvc_presets=tvc_presets(hardware, settings.prompt_tokens),
             )
         efix = [entropy_to_fixed(min(h, 15.0)) for h in trace.draft_entropy.tolist()]
@@ -94,8 +96,8 @@ def simulate(
             controller=controller,
             flags=(mode.aau, mode.edc, mode.tvc),
             efix=efix,
-            max_batches=EDCParams().llr_max,
-            max_batch=(1 << EDCParams().length_bits) - 1,
+            max_batches=edc_params.llr_max,
+            max_batch=(1 << edc_params.length_bits) - 1,
         )
     run.start()
     loop.run()
@@ -113,6 +115,7 @@ def simulate(
         "policy": settings.policy,
         "seed": settings.seed,
         "trace": settings.trace or f"synthetic:{pair.preset}",
+        "platform": settings.platform,
         **summary,
         "events": loop.dispatched,
         "notes": list(hardware.notes),
