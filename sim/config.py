@@ -449,6 +449,9 @@ class PlatformSpec:
     precision: tuple[tuple[str, Sourced], ...] = _help(
         "(weight_bytes | kv_bytes, Sourced) applied to the NPU and PIM devices.", ()
     )
+    gpu_baselines: tuple[str, ...] = _help(
+        "GPU devices ahasd reproduce compares this platform with (default: its gpu).", ()
+    )
     path: str = _help("The file it was read from.", "")
 
     def device(self, role: str) -> str:
@@ -482,6 +485,9 @@ def load_system_platform(path: Path) -> PlatformSpec:
         )
     source = require_string(path, sharing, "source")
     precision = _numbers(path, data, _PRECISION_FIELDS, set(), set())
+    baselines = data.get("gpu_baselines", [dict(devices)["gpu"]])
+    if not isinstance(baselines, list) or not all(isinstance(b, str) and b for b in baselines):
+        raise UserError(f"{path}: field 'gpu_baselines': must be a list of GPU device names")
     return PlatformSpec(
         name=name,
         description=str(data.get("description", "")),
@@ -489,6 +495,7 @@ def load_system_platform(path: Path) -> PlatformSpec:
         memory_sharing=value,
         memory_sharing_source=source,
         precision=tuple(precision.items()),
+        gpu_baselines=tuple(baselines),
         path=str(path),
     )
 
@@ -573,7 +580,8 @@ def _load(directories: tuple[Path, ...]) -> SpecLibrary:
             if name not in models:
                 raise UserError(f"pair {pair.name!r}: unknown {role} model {name!r}")
     for platform in platforms.values():
-        for role, name in platform.devices:
+        roles = [*platform.devices, *(("gpu", name) for name in platform.gpu_baselines)]
+        for role, name in roles:
             if name not in devices:
                 raise UserError(f"{platform.path}: devices.{role}: unknown device {name!r}")
             if devices[name].kind != DEVICE_SETTINGS[role]:

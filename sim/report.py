@@ -35,6 +35,7 @@ __all__ = [
     "plot_comparison",
     "plot_run",
     "pyplot",
+    "save_figure",
     "table_columns",
     "write_csv",
     "write_json",
@@ -300,7 +301,7 @@ def plot_ablation(results: list[dict], modes, path: Path) -> None:
     axes[0].legend(fontsize=8)
     fig.suptitle("Ablation of the asynchronous NPU+PIM ladder (system model)")
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_comparison(results: list[dict], modes, path: Path) -> None:
@@ -337,7 +338,7 @@ def plot_comparison(results: list[dict], modes, path: Path) -> None:
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(shown), fontsize=8)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_run(summary: dict, metrics, path: Path) -> None:
@@ -370,10 +371,11 @@ def plot_run(summary: dict, metrics, path: Path) -> None:
         f"{summary['tokens_per_s']:.2f} tok/s, {summary['energy_per_token_mj']:.0f} mJ/token"
     )
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
-def _save(fig, path: Path) -> None:
+def save_figure(fig, path: Path) -> None:
+    """Write ``fig`` as a PNG (atomically) and close it."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     import matplotlib.pyplot as plt

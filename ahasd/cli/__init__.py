@@ -3,7 +3,8 @@
 One module per group of subcommands, in the order ``ahasd --help`` lists them
 (:data:`COMMAND_MODULES`): :mod:`~ahasd.cli.hw` (``verilog``, ``area``),
 :mod:`~ahasd.cli.trace` (``trace``), :mod:`~ahasd.cli.simulate` (``simulate`` with the
-phone-SoC scenario, ``sweep``, ``report``), :mod:`~ahasd.cli.regmap` (``regmap``) and
+phone-SoC scenario, ``sweep``, ``report``), :mod:`~ahasd.cli.reproduce` (``reproduce``),
+:mod:`~ahasd.cli.regmap` (``regmap``) and
 ``cosim``. Each exposes ``register(subparsers)``, which adds its parsers and sets
 ``func(args) -> int`` as the handler. Nothing below this package imports it.
 
@@ -26,6 +27,7 @@ COMMAND_MODULES = [
     "ahasd.cli.hw",
     "ahasd.cli.trace",
     "ahasd.cli.simulate",
+    "ahasd.cli.reproduce",
     "ahasd.cli.regmap",
     "ahasd.sim.cosim_cli",
 ]
