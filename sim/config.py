@@ -555,7 +555,7 @@ class SpecLibrary:
 
 
 @functools.lru_cache(maxsize=8)
-def _load(directories: tuple[Path, ...]) -> SpecLibrary:
+def _load(directories: tuple[Path, ...], signature: tuple) -> SpecLibrary:
     devices, power, models, pairs, platforms = {}, {}, {}, {}, {}
     for directory in directories:
         if not directory.is_dir():
@@ -593,9 +593,20 @@ def _load(directories: tuple[Path, ...]) -> SpecLibrary:
 
 
 def load_library(extra_dirs=()) -> SpecLibrary:
-    """The built-in specs plus ``extra_dirs`` (later wins), cached per directory list."""
+    """The built-in specs plus ``extra_dirs`` (later wins), cached per directory list and
+    the size and modification time of every spec file in them (an edited file is read
+    again, so a long-lived process never runs on stale numbers)."""
     directories = (BUILTIN_SPEC_DIR, *(Path(d).resolve() for d in extra_dirs))
-    return _load(directories)
+    return _load(directories, _files_signature(directories))
+
+
+def _files_signature(directories: tuple[Path, ...]) -> tuple:
+    signature = []
+    for directory in directories:
+        for path in sorted(directory.glob("**/*.toml")):
+            stat = path.stat()
+            signature.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(signature)
 
 
 def field_default(settings_class, name: str):

@@ -71,6 +71,8 @@ BACKENDS = ("local", "ray")
 _NOT_AXES = {"spec_overrides", "controller_params", "policy_params", "spec_dirs", "record_timeline"}
 # Settings that do not change what a run computes (labels, or folded into spec values).
 _NOT_HASHED = {"platform", "spec_overrides", "spec_dirs", "record_timeline"}
+# Settings only the asynchronous engine reads (the controller's are hashed as parameters).
+_ASYNC_ONLY = ("draft_queue_tokens", "tvc_ratio_bits", "tvc_cycle_bits", "controller_params")
 # Settings that label a scenario only when they differ from their default.
 _SCENARIO_SKIP = {"mode", "pair", "policy", "seed", "trace", "spec_dirs", "record_timeline"}
 
@@ -109,7 +111,7 @@ class GridFile:
     description: str
     axes: tuple[tuple[str, tuple], ...]
 
-    def keys(self) -> tuple[str, ...]:
+    def axis_names(self) -> tuple[str, ...]:
         return tuple(key for key, _ in self.axes)
 
 
@@ -239,6 +241,13 @@ def run_identity(settings: RunSettings, library: SpecLibrary) -> dict:
         for key, value in dataclasses.asdict(resolved).items()
         if key not in _NOT_HASHED and (key not in DEVICE_SETTINGS or key in roles)
     }
+    if "pim" not in roles:
+        del config["memory_sharing"]  # a mode without the LPDDR5-PIM shares nothing
+    if mode.engine != "async":
+        for name in _ASYNC_ONLY:
+            del config[name]
+    if mode.assembly != "specpim-split":
+        del config["specpim_planned_draft"]
     pair = used.pair(resolved.pair)
     draft = used.model(resolved.draft_model or pair.draft)
     target = used.model(resolved.target_model or pair.target)

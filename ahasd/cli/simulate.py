@@ -627,7 +627,7 @@ def _grid_points(args) -> list[RunSettings]:
         grid = GRIDS[args.grid]
     elif args.grid is not None:
         grid_file = load_grid(Path(args.grid))
-        for key in grid_file:
+        for key in grid_file.axis_names():
             if given.get(key):
                 option = _AXIS_OPTIONS[key]
                 raise UserError(f"{option} and the grid file {args.grid} both set {key}")
