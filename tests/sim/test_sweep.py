@@ -105,6 +105,17 @@ mode = ["npu-only", "gpu-only"]
     assert len(_rows(out)) == 8
     assert main(argv) == 0
     assert "8 runs (0 new, 8 already in" in capsys.readouterr().out
+    # The report compares runs within a scenario, never across platforms or overrides.
+    assert main(["report", "--results", str(out), "--json"]) == 0
+    comparison = json.loads(capsys.readouterr().out)["comparison"]
+    assert len({row["scenario"] for row in comparison}) == 4
+    for row in comparison:
+        scenario_rows = [r for r in rows if r["scenario"] == row["scenario"]]
+        base = next(r for r in scenario_rows if r["mode"] == "gpu-only")
+        mine = next(r for r in scenario_rows if r["mode"] == row["mode"])
+        assert row["speedup_vs_gpu_only"] == pytest.approx(
+            mine["tokens_per_s"] / base["tokens_per_s"]
+        )
 
 
 def test_grid_axes_and_sweep_options_must_not_collide(tmp_path, capsys):
