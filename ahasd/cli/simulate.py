@@ -5,10 +5,12 @@
   a Chrome trace of device activity and a PNG. With ``--platform`` it runs the phone-SoC
   scenario instead (:mod:`ahasd.sim.phone`): one phone mode or all of them, a table or JSON,
   and with ``--out`` the summary, the thermal samples and a figure.
-- ``sweep`` runs a grid (``--grid paper``: :data:`ahasd.sim.grid.PAPER_GRID` at 1024 tokens)
-  over seeds, on ``--jobs`` processes, with a progress bar on stderr. Every finished run is
-  appended to ``DIR/results.jsonl`` as one JSON line and fsynced, so an interrupted sweep
-  resumes where it stopped (finished runs, identified by their full settings, are skipped).
+- ``sweep`` runs a grid (``--grid paper``: :data:`ahasd.sim.grid.PAPER_GRID` at 1024 tokens;
+  ``--grid FILE``: the product of a grid file's axes, :mod:`ahasd.sim.sweep`) over seeds,
+  traces and platforms, on ``--jobs`` processes or Ray tasks (``--backend ray``), with a
+  progress bar on stderr. Every finished run is appended to ``DIR/results.jsonl`` as one
+  JSON line and fsynced, so an interrupted sweep resumes where it stopped (runs whose
+  configuration, trace and version hashes are in the file are skipped).
 - ``report`` turns a results file into the ablation and comparison tables (terminal, CSV)
   and figures (PNG).
 
@@ -291,7 +293,9 @@ def register(subparsers) -> None:
     sweep = subparsers.add_parser(
         "sweep",
         help="run a grid of system-model configurations (resumable)",
-        description="Run pairs x policies x modes x seeds; results appended to DIR/results.jsonl.",
+        description="Run a grid (the paper's, or the product of a grid file's axes) x seeds x "
+        "traces x platforms; results appended to DIR/results.jsonl, resumable, one sweep per "
+        "DIR at a time.",
     )
     sweep.add_argument(
         "--grid",
