@@ -138,7 +138,12 @@ class Study:
     simulated: dict[str, int] = field(default_factory=dict)
 
     def row(self, tag: tuple) -> dict | None:
-        return self.rows.get(tag)
+        """The finished run of ``tag`` (None if it was refused or not planned)."""
+        row = self.rows.get(tag)
+        return None if row is None or "error" in row else row
+
+    def refused(self) -> list[dict]:
+        return [row for row in self.rows.values() if "error" in row]
 
 
 def _plan(config: ReproduceConfig) -> Study:
@@ -737,6 +742,10 @@ def write_report(study: Study, out: Path) -> Path:
         "",
         _regime_reading(study, regime),
         "",
+        "## Refused runs",
+        "",
+        _refused(study),
+        "",
         "## Files",
         "",
         "`ladder.csv`, `baselines.csv`, `sharing.csv`, `sensitivity.csv`, the figures, and "
@@ -747,6 +756,17 @@ def write_report(study: Study, out: Path) -> Path:
     path = out / "report.md"
     report.atomic_write(path, "\n".join(text))
     return path
+
+
+def _refused(study: Study) -> str:
+    refused = study.refused()
+    if not refused:
+        return "The model refused none of the runs."
+    reasons = sorted({row["error"] for row in refused})
+    return (
+        f"The model refused {len(refused)} runs (left out of every gain above); "
+        f"{len(reasons)} distinct reason(s), e.g.: {reasons[0]}"
+    )
 
 
 def _not_varied(study: Study) -> str:

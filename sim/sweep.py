@@ -56,6 +56,7 @@ __all__ = [
     "RESULTS_FILE",
     "ResultsDir",
     "expand",
+    "finished_rows",
     "load_grid",
     "run_identity",
     "run_sweep",
@@ -371,8 +372,23 @@ def read_results(path: Path) -> tuple[list[dict], int]:
 
 
 def _run_one(settings: RunSettings) -> dict:
-    """The summary of one run (module level: it is pickled to worker processes)."""
-    return simulate(settings).summary
+    """The summary of one run (module level: it is pickled to worker processes).
+
+    A run the model refuses while running (a :class:`UserError`, e.g. a controller width
+    that would saturate under a perturbed number) gives a row with its ``error`` instead of
+    stopping the sweep; such rows are kept (resume does not retry them) and left out of
+    every table.
+    """
+    try:
+        return simulate(settings).summary
+    except UserError as error:
+        return {
+            "mode": settings.mode,
+            "pair": settings.pair,
+            "policy": settings.policy,
+            "seed": settings.seed,
+            "error": str(error),
+        }
 
 
 class Progress:
@@ -462,6 +478,11 @@ def run_sweep(
 
 
 _ROW_META = ("key", "run_id", "config_hash", "trace_hash", "version", "scenario")
+
+
+def finished_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """``rows`` split into the runs that finished and the runs the model refused."""
+    return [r for r in rows if "error" not in r], [r for r in rows if "error" in r]
 
 
 def _row(settings: RunSettings, identity: dict, summary: dict) -> dict:

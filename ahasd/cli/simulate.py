@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 from ahasd.errors import UserError
@@ -55,6 +56,7 @@ from ahasd.sim.sweep import (
     BACKENDS,
     RESULTS_FILE,
     expand,
+    finished_rows,
     load_grid,
     read_results,
     run_sweep,
@@ -675,6 +677,13 @@ def _sweep(args) -> int:
     rows, simulated = run_sweep(
         points, args.out, jobs=args.jobs, backend=args.backend, address=args.address
     )
+    rows, refused = finished_rows(rows)
+    if refused:
+        print(
+            f"ahasd: note: {len(refused)} runs refused (kept in the results, left out of the "
+            f"tables), e.g. {refused[0]['mode']} {refused[0]['pair']}: {refused[0]['error']}",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -692,6 +701,7 @@ def _report(args) -> int:
     if not path.exists():
         raise UserError(f"no results at {path} (run `ahasd sweep --out DIR` first)")
     rows, _ = read_results(path)
+    rows = finished_rows(rows)[0]
     if not rows:
         raise UserError(f"{path} holds no finished runs")
     # A request rerun after a spec or trace change appends a new row: the last one counts.

@@ -237,3 +237,21 @@ def test_the_ray_backend_gives_the_rows_of_the_process_pool(tmp_path):
 
 def _sorted(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda row: (row["key"], row["run_id"]))
+
+
+def test_a_run_the_model_refuses_is_kept_as_an_error_row_and_not_retried(tmp_path, capsys):
+    short = tmp_path / "short.jsonl"
+    save_trace(iid_trace(40, 0.6, 1), short)
+    good = RunSettings(mode="npu-only", pair="opt-1.3b-6.7b", policy="svip", tokens=48)
+    bad = RunSettings(
+        mode="ahasd", pair="opt-1.3b-6.7b", policy="svip", tokens=48, trace=str(short)
+    )
+    rows, simulated = run_sweep([good, bad], tmp_path / "sweep")
+    assert simulated == 2
+    assert "error" not in rows[0]
+    assert "40 positions, fewer than the generation length 48" in rows[1]["error"]
+    again, simulated = run_sweep([good, bad], tmp_path / "sweep")
+    assert (simulated, again) == (0, rows)
+    assert main(["report", "--results", str(tmp_path / "sweep"), "--json"]) == 0
+    ablation = json.loads(capsys.readouterr().out)["ablation"]
+    assert [row["mode"] for row in ablation] == ["npu-only"]
