@@ -1,6 +1,6 @@
 """Build the controller top's Verilog with Verilator and run the co-simulation under cocotb.
 
-The same build path as the tests' harness (:func:`ahasd.hw.verilog.build_simulation`):
+The same build path as the tests' harness (:func:`ahasd.hw.tb.build.build_simulation`):
 
 1. convert :class:`ahasd.hw.top.ControllerTop` to deterministic Verilog
    (:func:`ahasd.hw.verilog.component_verilog`, rewritten only when the text changes, so
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ahasd.errors import UserError
-from ahasd.hw.verilog import build_simulation
+from ahasd.hw.tb.build import build_simulation
 from ahasd.params import TopParams
 
 __all__ = ["CosimRun", "build_top", "run_cosim"]
