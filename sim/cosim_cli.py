@@ -77,8 +77,14 @@ def run_name(settings: RunSettings, feedback: bool) -> str:
 
 
 def _cosim(args) -> int:
-    from ahasd.sim.cosim import first_divergence, model_top_params, run_model, settings_to_dict
-    from ahasd.sim.cosim_build import check_build_root, run_cosim
+    from ahasd.sim.cosim import (
+        check_build_root,
+        first_divergence,
+        model_top_params,
+        run_cosim,
+        run_model,
+        settings_to_dict,
+    )
 
     settings = run_settings(args)
     if settings.trace is not None and Path(settings.trace).is_file():
