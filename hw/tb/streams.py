@@ -137,7 +137,7 @@ async def send(port: StreamPort, clock: CycleClock, bits: int, limit: int) -> in
             port.withdraw()
             return accepted
         await clock.next()
-    raise AssertionError(f"cycle {clock.cycle}: {port.valid._path} never taken")
+    raise AssertionError(f"cycle {clock.cycle}: nothing took {port.name}")
 
 
 async def receive(port: StreamPort, clock: CycleClock, limit: int) -> tuple[int, int]:
@@ -150,7 +150,7 @@ async def receive(port: StreamPort, clock: CycleClock, limit: int) -> tuple[int,
         if int(port.valid.value):
             return int(port.payload.value), clock.cycle
         await clock.next()
-    raise AssertionError(f"cycle {clock.cycle}: no answer on {port.valid._path}")
+    raise AssertionError(f"cycle {clock.cycle}: no answer on {port.name}")
 
 
 async def take(port: StreamPort, clock: CycleClock, limit: int) -> int:
@@ -166,7 +166,7 @@ async def take(port: StreamPort, clock: CycleClock, limit: int) -> int:
         if taken is not None:
             port.accept(0)
             return taken
-    raise AssertionError(f"cycle {clock.cycle}: nothing to take on {port.valid._path}")
+    raise AssertionError(f"cycle {clock.cycle}: nothing to take on {port.name}")
 
 
 class StreamSource:
