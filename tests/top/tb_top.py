@@ -110,17 +110,6 @@ class EdcEvent:
     probes: int
 
 
-@dataclass(frozen=True)
-class PimDrive:
-    """What the driver did in this PIM cycle besides the pending items it holds."""
-
-    reading: str | None
-    decision_ready: int
-    answer_ready: int
-    feedback_ready: int
-    preverify_ready: int
-
-
 # -- checker (with the model) --------------------------------------------------------------
 
 
@@ -483,8 +472,9 @@ class Stimulus:
 
     # -- one PIM cycle ---------------------------------------------------------------------
 
-    def drive_pim(self) -> PimDrive:
-        """Drive every PIM-side input for this cycle (after the falling edge)."""
+    def drive_pim(self) -> str | None:
+        """Drive every PIM-side input for this cycle (after the falling edge); returns the
+        register read presented in it, if any."""
         rng, d = self.rng, self.driver
         access = self.choose_bus_access() if self.bus_write is None else None
         hold_edc = access is not None and (access[1] == "SOFT_RESET" or depends_on_edc(access[1]))
@@ -538,20 +528,20 @@ class Stimulus:
             self.preverify_take = rng.choice([0.01, 0.05, 0.3])
         preverify_ready = int(self.stop or rng.random() < self.preverify_take)
         d.queues.preverify_r.accept(preverify_ready)
-        return PimDrive(reading, decision_ready, answer_ready, feedback_ready, preverify_ready)
+        return reading
 
-    def pim_taken(self, sample: PimCycle, drive: PimDrive) -> None:
+    def pim_taken(self, sample: PimCycle, reading: str | None) -> None:
         """Apply this cycle's transfers (sampled in ``ReadOnly``) to the scoreboard, then
         the edge and the bus write taken at it."""
         board, golden, d = self.board, self.golden, self.driver
         board.check_read(sample.read_data)
-        if drive.reading is not None:
+        if reading is not None:
             levels = {
                 "DRAFT_QUEUE_LEVEL": d.queues.level("draft_w"),
                 "FEEDBACK_QUEUE_LEVEL": d.queues.level("feedback_r"),
                 "PREVERIFY_QUEUE_LEVEL": d.queues.level("preverify_r"),
             }
-            board.issue_read(drive.reading, sample.tvc_ready, levels)
+            board.issue_read(reading, sample.tvc_ready, levels)
         board.check_gtsu(sample)
 
         event = self.edc_event
@@ -692,9 +682,9 @@ class TB:
     async def pim_loop(self) -> None:
         while True:
             await FallingEdge(self.dut.pim_clk)
-            drive = self.stimulus.drive_pim()
+            reading = self.stimulus.drive_pim()
             await ReadOnly()
-            self.stimulus.pim_taken(self.monitor.pim(), drive)
+            self.stimulus.pim_taken(self.monitor.pim(), reading)
 
     async def npu_loop(self) -> None:
         rng = rng_from_env("top-npu")
