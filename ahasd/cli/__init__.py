@@ -27,7 +27,7 @@ COMMAND_MODULES = [
     "ahasd.cli.trace",
     "ahasd.cli.simulate",
     "ahasd.cli.regmap",
-    "ahasd.sim.cosim_cli",
+    "ahasd.cli.cosim",
 ]
 
 
