@@ -21,9 +21,8 @@ import pytest
 ROOT_PACKAGE = "ahasd"
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
-# The command-line layer. sim/cosim_cli.py is command-line code another branch moves to
-# ahasd/cli/cosim.py; drop it from here when it has moved.
-CLI_LAYER = ("ahasd.cli", "ahasd.sim.cosim_cli")
+# The command-line layer.
+CLI_LAYER = ("ahasd.cli",)
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ class LayerRule:
 
     A pattern matches a module equal to it or below it (``ahasd.sim`` matches
     ``ahasd.sim.modes.run``); a pattern ending in ``*`` matches by prefix
-    (``ahasd.sim.cosim*`` matches ``ahasd.sim.cosim_build``). In-package imports count
+    (``ahasd.sim.cosim*`` matches ``ahasd.sim.cosim_extra``). In-package imports count
     transitively: importing a module that imports a forbidden one is forbidden too.
     """
 
@@ -46,12 +45,18 @@ LAYER_RULES = (
     LayerRule(
         "golden models are plain NumPy, read from the spec independently of the RTL",
         scope=("ahasd.golden",),
-        forbidden=("amaranth", "cocotb", "cocotb_tools", "ahasd.hw"),
+        forbidden=("amaranth", "cocotb", "cocotb_tools", "ahasd.hw", "ahasd.sim"),
+    ),
+    LayerRule(
+        "the RTL is plain Amaranth: the cocotb testbench library sits beside it, not in it",
+        scope=("ahasd.hw",),
+        exempt=("ahasd.hw.tb",),
+        forbidden=("cocotb", "cocotb_tools", "ahasd.hw.tb", "ahasd.sim"),
     ),
     LayerRule(
         "the system model runs without the RTL (co-simulation excepted)",
         scope=("ahasd.sim",),
-        exempt=("ahasd.sim.cosim*",),
+        exempt=("ahasd.sim.cosim",),
         forbidden=("ahasd.hw", "amaranth", "cocotb", "cocotb_tools"),
     ),
     LayerRule(

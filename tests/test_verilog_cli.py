@@ -61,7 +61,8 @@ def test_lint_errors_exit_1(tmp_path, monkeypatch, capsys):
 
 def test_icarus_variant_runs_every_combinational_block_at_time_zero():
     from ahasd.hw.blocks import lookup
-    from ahasd.hw.verilog import convert, icarus_time_zero_fix
+    from ahasd.hw.tb.build import icarus_time_zero_fix
+    from ahasd.hw.verilog import convert
 
     text = convert(lookup("edc"))
     triggers = text.count("verilog_backend.cc")  # declarations and sensitivity uses

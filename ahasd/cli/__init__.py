@@ -29,7 +29,7 @@ COMMAND_MODULES = [
     "ahasd.cli.simulate",
     "ahasd.cli.reproduce",
     "ahasd.cli.regmap",
-    "ahasd.sim.cosim_cli",
+    "ahasd.cli.cosim",
 ]
 
 

@@ -1,8 +1,8 @@
 """Co-simulation identity: the RTL controller in the loop decides as the golden controller.
 
-For 2 modes x 2 policies on 256-token synthetic traces, ``ahasd.sim.cosim_build.run_cosim``
-runs the system model with every EDC/TVC/GTSU decision taken by the Verilog of the controller
-top (cocotb + Verilator); the golden run is ``ahasd.sim.modes.simulate`` with its default
+For 2 modes x 2 policies on 256-token synthetic traces, ``ahasd.sim.cosim.run_cosim`` runs the
+system model with every EDC/TVC/GTSU decision taken by the Verilog of the controller top
+(cocotb + Verilator); the golden run is ``ahasd.sim.modes.simulate`` with its default
 golden controller. The decision sequences (every controller call with its inputs and answer)
 and the whole summary must be equal; on a mismatch the first divergence is printed.
 
@@ -21,8 +21,13 @@ import pytest
 
 from ahasd.params import GTSUParams
 from ahasd.sim.config import RunSettings
-from ahasd.sim.cosim import first_divergence, model_top_params, run_model, settings_to_dict
-from ahasd.sim.cosim_build import run_cosim
+from ahasd.sim.cosim import (
+    first_divergence,
+    model_top_params,
+    run_cosim,
+    run_model,
+    settings_to_dict,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 # The cocotb harness builds the same top (same Verilog text) here for tests/top: share it.
@@ -103,7 +108,7 @@ def test_first_divergence_names_the_first_differing_call():
 def test_register_list_keeps_registers_and_skips_memories_and_temporaries():
     """The warp proof compares every plain register; the parser is checked on hand-written
     Verilog in Amaranth's style (escaped submodule names, escaped temporaries, memories)."""
-    from ahasd.sim.cosim import _module_registers
+    from ahasd.sim.cosim.rtl import module_registers
 
     verilog = "\n".join(
         [
@@ -118,4 +123,4 @@ def test_register_list_keeps_registers_and_skips_memories_and_temporaries():
             "endmodule",
         ]
     )
-    assert _module_registers(verilog) == [("", "count"), ("tvc", "ncr"), ("tvc", "busy")]
+    assert module_registers(verilog) == [("", "count"), ("tvc", "ncr"), ("tvc", "busy")]

@@ -20,11 +20,14 @@ import json
 import re
 from pathlib import Path
 
-from ahasd.cli.simulate import RUN_TABLE as _TABLE
-from ahasd.cli.simulate import add_run_options, run_settings
-from ahasd.cli.simulate import add_system_options as _system_options
-from ahasd.cli.simulate import check_devices as _check_devices
-from ahasd.cli.simulate import check_names as _check_names
+from ahasd.cli.simulate import (
+    RUN_TABLE,
+    add_run_options,
+    add_system_options,
+    check_devices,
+    check_names,
+    run_settings,
+)
 from ahasd.errors import UserError
 from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
@@ -41,7 +44,7 @@ def register(subparsers) -> None:
     )
     add_run_options(cos, required=True)
     cos.add_argument("--out", type=Path, help="write summary.json, cosim.json, decisions.json")
-    _system_options(cos)
+    add_system_options(cos)
     cos.add_argument("--waves", action="store_true", help="write waveforms named after the run")
     cos.add_argument(
         "--rtl-latency",
@@ -74,16 +77,22 @@ def run_name(settings: RunSettings, feedback: bool) -> str:
 
 
 def _cosim(args) -> int:
-    from ahasd.sim.cosim import first_divergence, model_top_params, run_model, settings_to_dict
-    from ahasd.sim.cosim_build import check_build_root, run_cosim
+    from ahasd.sim.cosim import (
+        check_build_root,
+        first_divergence,
+        model_top_params,
+        run_cosim,
+        run_model,
+        settings_to_dict,
+    )
 
     settings = run_settings(args)
     if settings.trace is not None and Path(settings.trace).is_file():
         # The simulator process runs in its own directory: hand it an absolute path.
         settings = dataclasses.replace(settings, trace=str(Path(settings.trace).resolve()))
     library = load_library(settings.spec_dirs)
-    _check_names(library, [settings.mode], [settings.pair], [settings.policy])
-    _check_devices(library, settings)
+    check_names(library, [settings.mode], [settings.pair], [settings.policy])
+    check_devices(library, settings)
     if args.check and args.rtl_latency:
         raise UserError("--check compares with the golden timing: drop --rtl-latency")
     build_root = check_build_root(args.build_dir)
@@ -113,7 +122,7 @@ def _cosim(args) -> int:
     if args.json:
         print(json.dumps({**summary, "cosim": stats}))
         return status
-    print(report.format_table([summary], _TABLE))
+    print(report.format_table([summary], RUN_TABLE))
     print()
     print(
         f"cosim: {stats['calls']} controller calls, {stats['simulated_cycles']} PIM cycles "
