@@ -2,17 +2,17 @@
 
 The AAU (``hw/aau.py``) composes them; other modes of the unit can reuse them:
 
-=====================  =====================================================================
-:class:`Exp2Unit`      ``exp(x) = M * 2**(n - 16)`` for a Q8.8 ``x``: ``t = x * log2 e``,
-                       then ``2**frac(t)`` from an interpolated table (section 4.1); a
-                       three-stage stream pipeline with a global stall, carrying a tag
-:class:`LeadingOne`    position of the highest set bit (combinational)
-:class:`LogUnit`       ``log2`` and ``ln`` of ``2**exponent * z``: leading one, interpolated
-                       ``log2(1 + m)`` table, ``* ln 2`` (section 5.1); a free-running
-                       pipeline of fixed latency
-:class:`RestoringDivider`  ``floor(dividend / divisor)`` and the remainder, one quotient bit
-                       per cycle (section 5.2), widths as parameters
-=====================  =====================================================================
+===========================  ===============================================================
+:class:`Exp2Unit`            ``exp(x) = M * 2**(n - 16)`` for a Q8.8 ``x``: ``t = x * log2 e``,
+                             then ``2**frac(t)`` from an interpolated table (section 4.1); a
+                             three-stage stream pipeline with a global stall, carrying a tag
+:class:`LeadingOne`          position of the highest set bit (combinational)
+:class:`LogUnit`             ``log2`` and ``ln`` of ``2**exponent * z``: leading one,
+                             interpolated ``log2(1 + m)`` table, ``* ln 2`` (section 5.1); a
+                             free-running pipeline of fixed latency
+:class:`RestoringDivider`    ``floor(dividend / divisor)`` and the remainder, one quotient bit
+                             per cycle (section 5.2), widths as parameters
+===========================  ===============================================================
 
 The tables and the two constants are the ones of ``docs/aau.md`` section 2.
 """
@@ -304,15 +304,15 @@ class LogUnit(wiring.Component):
     ``log2 = ((exponent + lead - z_frac_bits) << 20) + l`` and
     ``ln = (log2 * LN2_CODE) >> 20`` (floor).
 
-    Parameters (keyword-only)
+    Parameters
     ----------
-    z_bits : int
+    z_bits : int, keyword-only
         Width of ``z``, 1 to 256.
-    z_frac_bits : int
+    z_frac_bits : int, keyword-only
         Fraction bits of ``z``, 0 to ``z_bits - 1``.
-    exponent_bits : int
+    exponent_bits : int, keyword-only
         Width of the signed ``exponent``, 1 to 32.
-    table_bits : int
+    table_bits : int, keyword-only
         ``C``, address bits of the log2 table (``2**C + 1`` entries), 1 to 12.
 
     Members
@@ -419,11 +419,12 @@ class RestoringDivider(wiring.Component):
     The restoring algorithm of ``docs/aau.md`` section 5.2 with ``Q = quotient_bits``: load
     ``rem = dividend >> Q``; then for ``b = Q-1`` down to 0, ``rem = 2*rem + bit b of the
     dividend`` and, if ``rem >= divisor``, ``rem -= divisor`` and quotient bit ``b`` is 1.
-    Each step is one subtractor whose borrow selects the new remainder.
+    Each step is one ``divisor_bits``-wide subtractor whose borrow (with the trial's top bit)
+    selects the new remainder.
 
-    Parameters (keyword-only)
+    Parameters
     ----------
-    dividend_bits, divisor_bits, quotient_bits : int
+    dividend_bits, divisor_bits, quotient_bits : int, keyword-only
         Widths, each 1 to 256.
 
     Members
