@@ -426,9 +426,13 @@ class AAU(wiring.Component):
 
         def widen(value, width):
             """``value`` zero- or sign-extended to ``width`` bits in a wire of its own, so
-            that both operands of an operator have the result's width (Verilator's lint
-            wants that, and the synthesiser narrows them back)."""
+            that both operands of an add have the result's width (Verilator's lint wants
+            that, and the synthesiser narrows them back). Call it inside the ``m.If`` that
+            uses it: the assignment is then conditional and the wire reaches the Verilog;
+            an unconditional one is folded back into a narrow operand."""
             value = Value.cast(value)
+            if width < len(value):
+                raise ValueError(f"cannot extend {len(value)} bits to {width}")
             wide = Signal(signed(width) if value.shape().signed else width)
             m.d.comb += wide.eq(value)
             return wide
