@@ -204,6 +204,12 @@ def read_toml(path: Path) -> dict:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise UserError(
+            f"{path}: not valid TOML: not UTF-8 (byte {error.start}: {error.reason})"
+        ) from None
+    except RecursionError:
+        raise UserError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     except OSError as error:
         raise UserError(f"{path}: cannot read: {error.strerror}") from None
 

@@ -208,8 +208,12 @@ def _tempered(probs: np.ndarray, temperature: float) -> np.ndarray:
         out = np.zeros_like(probs)
         out[np.argmax(probs)] = 1.0
         return out
-    logp = np.log(probs) / temperature
-    logp -= logp.max()
+    # Shift by the largest log-probability before dividing: the top character gets exactly 0
+    # and the rest stay finite or -inf, so a tiny temperature tends to greedy instead of
+    # dividing infinities into NaN.
+    with np.errstate(divide="ignore", over="ignore"):
+        logp = np.log(probs)
+        logp = (logp - logp.max()) / temperature
     out = np.exp(logp)
     return out / out.sum()
 
@@ -242,10 +246,17 @@ def record(
     seed: int,
     prompt_chars: int = 256,
     trace_name: str | None = None,
+    progress=None,
 ) -> Trace:
-    """Record one real rejection-sampling trace (module docstring) of ``length`` positions."""
+    """Record one real rejection-sampling trace (module docstring) of ``length`` positions.
+
+    ``progress``, if given, is called with the number of positions recorded so far after
+    each position (the command line's progress display).
+    """
     if length < 1:
         raise UserError(f"trace length must be >= 1, not {length}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"seed must be a non-negative integer, not {seed!r}")
     if not (temperature > 0 and math.isfinite(temperature)):
         raise UserError(f"temperature must be > 0 for sampling, not {temperature!r}")
     rng = np.random.default_rng(seed)
@@ -269,6 +280,8 @@ def record(
         accept[pos] = kept
         output.append(token)
         context.append(token)
+        if progress is not None:
+            progress(pos + 1)
     header = TraceHeader(
         pair="stdlib-char-3gram-7gram",
         draft_model=f"{draft.name} ({DRAFT_CHARS} chars)",
@@ -313,14 +326,15 @@ BUILTIN_RECORDINGS = (
 BUILTIN_LENGTH = 1200
 
 
-def record_builtins(out_dir: Path, *, length: int = BUILTIN_LENGTH) -> list[Path]:
-    """Rebuild the shipped traces into ``out_dir``; returns the written paths."""
-    from ahasd.sim.traces import save_trace
-
+def record_builtins(*, length: int = BUILTIN_LENGTH, progress=None) -> dict[str, Trace]:
+    """Record the shipped traces again: ``{file name: trace}`` (the command line writes them
+    as one output set). ``progress`` is called with the positions recorded so far, over all
+    of them (``len(BUILTIN_RECORDINGS) * length`` in total)."""
     corpus, draft, target = default_pair()
-    written = []
-    for stem, prompt_index, temperature, seed in BUILTIN_RECORDINGS:
-        trace = record(
+    traces = {}
+    for number, (stem, prompt_index, temperature, seed) in enumerate(BUILTIN_RECORDINGS):
+        done_before = number * length
+        traces[f"{stem}.jsonl"] = record(
             draft,
             target,
             corpus,
@@ -329,8 +343,6 @@ def record_builtins(out_dir: Path, *, length: int = BUILTIN_LENGTH) -> list[Path
             temperature=temperature,
             seed=seed,
             trace_name=stem,
+            progress=None if progress is None else lambda n, d=done_before: progress(d + n),
         )
-        path = Path(out_dir) / f"{stem}.jsonl"
-        save_trace(trace, path)
-        written.append(path)
-    return written
+    return traces
