@@ -71,20 +71,29 @@ def _probe_writable(folder: Path, path: Path, option: str | None) -> None:
     os.unlink(probe)
 
 
-def check_folder(path, *, option: str | None = None) -> Path:
-    """Refuse ``path`` as an output folder unless it is (or can become) a writable folder.
+def _check_place(folder: Path, named: Path, option: str | None) -> None:
+    """UserError naming ``named`` unless ``folder`` is, or can become, a writable folder."""
+    existing = _nearest_existing(folder)
+    if not os.path.lexists(existing):
+        raise UserError(f"{_named(named, option)}: no existing folder above it")
+    if not existing.is_dir():
+        where = "is a file" if existing == named else f"{existing} is a file"
+        raise UserError(f"{_named(named, option)}: {where}, not a folder")
+    _probe_writable(existing, named, option)
+
+
+def check_folder(path, *, option: str | None = None, files=()) -> Path:
+    """Refuse ``path`` as an output folder unless it is (or can become) a writable folder
+    in which none of the names ``files`` is taken by a folder.
 
     Nothing is created: a missing folder is checked through its nearest existing ancestor.
     Returns ``path`` as a :class:`~pathlib.Path`.
     """
     path = Path(path)
-    existing = _nearest_existing(path)
-    if not os.path.lexists(existing):
-        raise UserError(f"{_named(path, option)}: no existing folder above it")
-    if not existing.is_dir():
-        where = "is a file" if existing == path else f"{existing} is a file"
-        raise UserError(f"{_named(path, option)}: {where}, not a folder")
-    _probe_writable(existing, path, option)
+    for name in files:
+        if (path / name).is_dir():
+            raise UserError(f"{_named(path / name, option)}: is a folder, not a file")
+    _check_place(path, path, option)
     return path
 
 
@@ -95,7 +104,7 @@ def check_file(path, *, option: str | None = None) -> Path:
         raise UserError(f"{_named(path, option)}: is a folder, not a file")
     if path.name in ("", ".", ".."):
         raise UserError(f"{_named(path, option)}: names no file")
-    check_folder(path.parent, option=option)
+    _check_place(path.parent, path, option)
     return path
 
 

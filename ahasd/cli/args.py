@@ -64,6 +64,20 @@ class Parser(argparse.ArgumentParser):
     reports its errors the same way, prefixed with its own program name.
     """
 
+    def parse_known_args(self, args=None, namespace=None):
+        # Remember the innermost (sub)parser that parsed, so that arguments nobody
+        # recognised are reported by the subcommand they were given to (see parse_args).
+        namespace, extras = super().parse_known_args(args, namespace)
+        if not hasattr(namespace, "usage_parser"):
+            namespace.usage_parser = self
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            namespace.usage_parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
     def error(self, message: str):
         raise UsageError(f"{self.prog}: {_tidy(message)} (see {self.prog} --help)")
 

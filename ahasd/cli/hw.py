@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     """``ahasd verilog``: write every block's Verilog as one output set, then lint each
     file; exit status 1 on lint errors."""
     blocks = [lookup(name) for name in args.blocks] if args.blocks else list(BLOCKS.values())
-    check_folder(args.out, option="--out")
+    check_folder(args.out, option="--out", files=[f"{block.name}.v" for block in blocks])
     outputs = OutputSet(option="--out")
     for block in blocks:
         outputs.add(args.out / f"{block.name}.v", convert(block))

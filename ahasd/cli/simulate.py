@@ -64,11 +64,14 @@ __all__ = [
     "COMPARISON_SCHEMA",
     "DEFAULT_JOBS",
     "DEFAULT_RESULTS",
+    "PHONE_FILES",
     "PHONE_SCHEMA",
+    "REPORT_FILES",
     "REPORT_SCHEMA",
     "RESULTS_FILE",
     "RUN_SCHEMA",
     "RUN_TABLE",
+    "SIMULATE_FILES",
     "SWEEP_SCHEMA",
     "add_run_options",
     "add_system_options",
@@ -82,6 +85,10 @@ __all__ = [
 ]
 
 RESULTS_FILE = "results.jsonl"
+# The files each command writes into its --out folder, checked before it starts.
+SIMULATE_FILES = ("summary.json", "summary.csv", "queue.csv", "chrome_trace.json", "run.png")
+PHONE_FILES = ("summary.json", "summary.csv", "thermal.csv", "phone.png")
+REPORT_FILES = ("ablation.csv", "comparison.csv", "ablation.png", "comparison.png")
 DEFAULT_RESULTS = Path("ahasd-sweep")
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)
 # The `schema` of every JSON object the commands print or write (docs/json.md): the kind of
@@ -526,7 +533,7 @@ def _simulate(args) -> int:
     check_names(library, [settings.mode], [settings.pair], [settings.policy])
     check_devices(library, settings)
     if args.out is not None:
-        check_folder(args.out, option="--out")
+        check_folder(args.out, option="--out", files=SIMULATE_FILES)
     result = simulate(settings, library=library)
     summary = {"schema": RUN_SCHEMA, **result.summary}
     written = {}
@@ -620,7 +627,7 @@ def _simulate_phone(args) -> int:
     ]
     find_platform(args.platform, common["spec_dirs"])
     if args.out is not None:
-        check_folder(args.out, option="--out")
+        check_folder(args.out, option="--out", files=PHONE_FILES)
     results = []
     for number, one in enumerate(settings):
         label = f"{args.platform} {one.mode}" + (
@@ -836,7 +843,7 @@ def _report(args) -> int:
         raise UserError(f"{path} holds no finished runs")
     _check_rows(path, rows)
     out = args.out or path.parent
-    check_folder(out, option="--out")
+    check_folder(out, option="--out", files=REPORT_FILES)
     ablation = report.ablation_rows(rows, MODES)
     comparison = report.comparison_rows(rows, MODES)
     outputs = OutputSet(option="--out")

@@ -284,7 +284,8 @@ def _record_ngram(args) -> int:
     if (args.builtins is None) == (args.out is None):
         raise UserError("give exactly one of --out FILE and --builtins DIR")
     if args.builtins is not None:
-        check_folder(args.builtins, option="--builtins")
+        names = [f"{stem}.jsonl" for stem, *_ in ngram.BUILTIN_RECORDINGS]
+        check_folder(args.builtins, option="--builtins", files=names)
         total = len(ngram.BUILTIN_RECORDINGS) * ngram.BUILTIN_LENGTH
         bar = Progress("record ngram (built-in traces)", total, "positions")
         traces = ngram.record_builtins(progress=bar.update)
