@@ -47,6 +47,7 @@ __all__ = [
     "VOCAB",
     "CharNGram",
     "Corpus",
+    "check_prompt_index",
     "decode",
     "default_pair",
     "encode",
@@ -223,10 +224,15 @@ def _entropy(probs: np.ndarray) -> float:
     return float(-(nz * np.log(nz)).sum())
 
 
-def _prompt(corpus: Corpus, index: int, prompt_chars: int) -> tuple[str, str]:
-    """(file, prompt text) for held-out file ``index``: text up to and including a ``def ``."""
+def check_prompt_index(corpus: Corpus, index: int) -> None:
+    """UserError unless ``index`` names a held-out file of ``corpus``."""
     if not 0 <= index < len(corpus.held_out):
         raise UserError(f"prompt index {index} out of range (0..{len(corpus.held_out) - 1})")
+
+
+def _prompt(corpus: Corpus, index: int, prompt_chars: int) -> tuple[str, str]:
+    """(file, prompt text) for held-out file ``index``: text up to and including a ``def ``."""
+    check_prompt_index(corpus, index)
     name, text = corpus.held_out[index]
     cut = text.find("\ndef ")
     if cut < 0:

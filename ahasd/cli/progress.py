@@ -72,7 +72,8 @@ class Progress:
         end_line()
 
     def _amount(self, value: float) -> str:
-        return f"{value:,.0f}" if self.total >= 100 else f"{value:g}"
+        whole = float(value).is_integer() or self.total >= 100
+        return f"{value:,.0f}" if whole else f"{value:,.1f}"
 
     def _draw(self, *, force: bool, final: bool = False) -> None:
         global _open_line

@@ -300,6 +300,7 @@ def _record_ngram(args) -> int:
         return 0
     check_file(args.out, option="--out")
     corpus, draft, target = ngram.default_pair()
+    ngram.check_prompt_index(corpus, args.prompt_index)
     bar = Progress("record ngram", args.length, "positions")
     trace = ngram.record(
         draft,

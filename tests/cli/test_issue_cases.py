@@ -433,3 +433,11 @@ def test_phone_runs_and_recordings_report_progress(tmp_path, ahasd):
 def test_the_spec_dir_test_fixture_is_the_shipped_one():
     # The non-UTF-8 test above overrides a shipped device by name: it must exist.
     assert (BUILTIN_SPEC_DIR / "devices" / "npu-mobile.toml").is_file()
+
+
+def test_a_prompt_index_out_of_range_is_refused_before_recording_starts(tmp_path, ahasd):
+    outcome = ahasd(
+        "trace", "record", "ngram", "--prompt-index", "-1", "--out", tmp_path / "r.jsonl"
+    )
+    assert outcome.one_line_error().startswith("ahasd: error: prompt index -1 out of range (0..")
+    assert list(tmp_path.iterdir()) == []
