@@ -32,6 +32,8 @@ __all__ = [
     "BUILTIN_SPEC_DIR",
     "DEVICE_KINDS",
     "DEVICE_SETTINGS",
+    "SPEC_VALUE_MAX",
+    "SPEC_VALUE_MIN",
     "DeviceSpec",
     "ModelSpec",
     "PairSpec",
@@ -49,6 +51,10 @@ __all__ = [
 BUILTIN_SPEC_DIR = Path(__file__).parent / "specs"
 
 DEVICE_KINDS = ("npu", "pim", "gpu", "cpu")
+# Every spec number in SI units lies far inside this range (the shipped ones span 2e-6 to
+# 1.3e14); outside it, the cost model's products and quotients leave float range.
+SPEC_VALUE_MIN = 1e-12
+SPEC_VALUE_MAX = 1e18
 
 
 def _help(text: str, default=None):
@@ -204,6 +210,12 @@ def read_toml(path: Path) -> dict:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise UserError(
+            f"{path}: not valid TOML: not UTF-8 (byte {error.start}: {error.reason})"
+        ) from None
+    except RecursionError:
+        raise UserError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     except OSError as error:
         raise UserError(f"{path}: cannot read: {error.strerror}") from None
 
@@ -237,6 +249,11 @@ def sourced_number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: 
     if value < 0 or (value == 0 and not zero_ok):
         bound = "non-negative" if zero_ok else "positive"
         raise UserError(f"{path}: field '{key}': value must be {bound}, not {value!r}")
+    if value != 0 and not SPEC_VALUE_MIN <= value <= SPEC_VALUE_MAX:
+        raise UserError(
+            f"{path}: field '{key}': value must lie in {SPEC_VALUE_MIN:g}..{SPEC_VALUE_MAX:g} "
+            f"(or be 0 where allowed), not {value!r}"
+        )
     source = entry.get("source")
     if not isinstance(source, str) or not source.strip():
         raise UserError(f"{path}: field '{key}': needs a 'source' string")
