@@ -48,6 +48,8 @@ __all__ = [
     "DEVICE_SETTINGS",
     "MEMORY_SHARING",
     "PLATFORM_KIND",
+    "SPEC_VALUE_MAX",
+    "SPEC_VALUE_MIN",
     "DeviceSpec",
     "ModelSpec",
     "PairSpec",
@@ -77,6 +79,10 @@ CONFIDENCE_LEVELS = ("high", "medium", "low")
 PLATFORM_KIND = "npu-pim"
 DEFAULT_PLATFORM = "table2"
 MEMORY_SHARING = ("shared", "separate")
+# Every spec number in SI units lies far inside this range (the shipped ones span 2e-6 to
+# 1.3e14); outside it, the cost model's products and quotients leave float range.
+SPEC_VALUE_MIN = 1e-12
+SPEC_VALUE_MAX = 1e18
 
 
 def _help(text: str, default=None):
@@ -254,6 +260,12 @@ def read_toml(path: Path) -> dict:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise UserError(
+            f"{path}: not valid TOML: not UTF-8 (byte {error.start}: {error.reason})"
+        ) from None
+    except RecursionError:
+        raise UserError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     except OSError as error:
         raise UserError(f"{path}: cannot read: {error.strerror}") from None
 
@@ -287,6 +299,11 @@ def sourced_number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: 
     if value < 0 or (value == 0 and not zero_ok):
         bound = "non-negative" if zero_ok else "positive"
         raise UserError(f"{path}: field '{key}': value must be {bound}, not {value!r}")
+    if value != 0 and not SPEC_VALUE_MIN <= value <= SPEC_VALUE_MAX:
+        raise UserError(
+            f"{path}: field '{key}': value must lie in {SPEC_VALUE_MIN:g}..{SPEC_VALUE_MAX:g} "
+            f"(or be 0 where allowed), not {value!r}"
+        )
     source = entry.get("source")
     if not isinstance(source, str) or not source.strip():
         raise UserError(f"{path}: field '{key}': needs a 'source' string")
@@ -774,6 +791,10 @@ def _override_one(library: dict, path: str, value) -> None:
     if value < 0 or (value == 0 and not zero_ok):
         bound = "non-negative" if zero_ok else "positive"
         raise UserError(f"{where}: value must be {bound}, not {value!r}")
+    if value != 0 and not SPEC_VALUE_MIN <= value <= SPEC_VALUE_MAX:
+        raise UserError(
+            f"{where}: value must lie in {SPEC_VALUE_MIN:g}..{SPEC_VALUE_MAX:g}, not {value!r}"
+        )
     old = dict(spec.sources).get(field_name)
     sourced = Sourced(
         value=value,

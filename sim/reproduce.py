@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ahasd.output import OutputSet
 from ahasd.sim import report
 from ahasd.sim.config import (
     DEFAULT_PLATFORM,
@@ -238,8 +239,10 @@ def run_reproduce(
     jobs: int = 1,
     backend: str = "local",
     address: str | None = None,
+    progress: Callable[[str, int], object] | None = None,
 ) -> Study:
-    """Plan and run every phase into ``out`` (resumable), then write the report there."""
+    """Plan and run every phase into ``out`` (resumable), then write the report there;
+    ``progress`` as for :func:`ahasd.sim.sweep.run_sweep`."""
     study = _plan(config)
     for phase, points in study.points.items():
         started = time.perf_counter()
@@ -250,6 +253,7 @@ def run_reproduce(
             backend=backend,
             address=address,
             label=phase,
+            **({"progress": progress} if progress else {}),
         )
         study.seconds[phase] = time.perf_counter() - started
         study.simulated[phase] = simulated
@@ -631,17 +635,20 @@ def write_report(study: Study, out: Path) -> Path:
     speed = sensitivity_table(study, "tokens_per_s")
     energy = sensitivity_table(study, "energy_per_token_mj")
     regime = regime_table(study)
-    report.write_csv(out / "ladder.csv", ladder)
-    report.write_csv(out / "baselines.csv", baselines)
-    report.write_csv(out / "sharing.csv", sharing)
-    report.write_csv(
+    outputs = OutputSet(option="--out")
+    outputs.add(out / "ladder.csv", report.csv_text(ladder))
+    outputs.add(out / "baselines.csv", report.csv_text(baselines))
+    outputs.add(out / "sharing.csv", report.csv_text(sharing))
+    outputs.add(
         out / "sensitivity.csv",
-        [{"rung": label, "metric": "speed", **e} for label, es in speed.items() for e in es]
-        + [{"rung": label, "metric": "energy", **e} for label, es in energy.items() for e in es],
+        report.csv_text(
+            [{"rung": label, "metric": "speed", **e} for label, es in speed.items() for e in es]
+            + [{"rung": label, "metric": "energy", **e} for label, es in energy.items() for e in es]
+        ),
     )
-    plot_ladder(study, ladder, baselines, out / "ladder.png")
-    plot_tornado(speed, out / "tornado.png")
-    plot_regime(study, regime, out / "regime.png")
+    outputs.add(out / "ladder.png", report.png_bytes(ladder_figure(study, ladder, baselines)))
+    outputs.add(out / "tornado.png", report.png_bytes(tornado_figure(speed)))
+    outputs.add(out / "regime.png", report.png_bytes(regime_figure(study, regime)))
     config = study.config
     rung_labels = [label for label, _, base in RUNGS if base not in GPU_MODES]
     full = LADDER[-1]
@@ -754,7 +761,8 @@ def write_report(study: Study, out: Path) -> Path:
         "",
     ]
     path = out / "report.md"
-    report.atomic_write(path, "\n".join(text))
+    outputs.add(path, "\n".join(text))
+    outputs.commit()
     return path
 
 
@@ -779,7 +787,7 @@ def _not_varied(study: Study) -> str:
 # -- figures ---------------------------------------------------------------------------------
 
 
-def plot_ladder(study: Study, ladder: list[dict], baselines: list[dict], path: Path) -> None:
+def ladder_figure(study: Study, ladder: list[dict], baselines: list[dict]):
     """Tokens/s of every NPU+PIM mode per platform (bars) and of each GPU baseline's
     gpu-only and specpim (lines)."""
     plt = report.pyplot()
@@ -805,10 +813,10 @@ def plot_ladder(study: Study, ladder: list[dict], baselines: list[dict], path: P
     handles, labels = axes[0][-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7)
     fig.tight_layout(rect=(0, 0.16, 1, 1))
-    report.save_figure(fig, path)
+    return fig
 
 
-def plot_tornado(table: dict[str, list[dict]], path: Path, top: int = 8) -> None:
+def tornado_figure(table: dict[str, list[dict]], top: int = 8):
     """Per rung: the ``top`` numbers its speed gain is most sensitive to, a bar from the
     gain at one end of the number's range to the gain at the other."""
     plt = report.pyplot()
@@ -834,10 +842,10 @@ def plot_tornado(table: dict[str, list[dict]], path: Path, top: int = 8) -> None
         f"(the {top} numbers it moves most with)"
     )
     fig.tight_layout()
-    report.save_figure(fig, path)
+    return fig
 
 
-def plot_regime(study: Study, table: dict[str, list[list[float]]], path: Path) -> None:
+def regime_figure(study: Study, table: dict[str, list[list[float]]]):
     """One heat map per rung: log2 of its speed gain over NPU bandwidth x PIM scale."""
     plt = report.pyplot()
     config = study.config
@@ -866,4 +874,4 @@ def plot_regime(study: Study, table: dict[str, list[list[float]]], path: Path) -
     for ax in list(axes.flat)[len(labels) :]:
         ax.axis("off")
     fig.tight_layout()
-    report.save_figure(fig, path)
+    return fig

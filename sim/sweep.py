@@ -10,9 +10,10 @@
   already in the results file, so a changed spec or trace file reruns what it affects.
   Two requested runs with one identity (the GPU-only baseline under two NPU+PIM platforms)
   are simulated once.
-- **Results** (:class:`ResultsDir`): ``DIR/results.jsonl``, one JSON line per run, appended
-  and fsynced as runs finish; a half-written last line (a killed sweep) is dropped. A lock
-  file (``DIR/.lock``, ``fcntl.flock``, holding the owner's pid and start time) makes a
+- **Results** (:class:`ResultsDir`): ``DIR/results.jsonl``, one JSON line per run
+  (schema :data:`ROW_SCHEMA`, docs/json.md), appended and fsynced as runs finish
+  (:class:`ahasd.output.Journal`); a half-written last line (a killed sweep) is dropped. A
+  lock file (``DIR/.lock``, ``fcntl.flock``, holding the owner's pid and start time) makes a
   second sweep into the same directory stop with a message naming the holder.
 - **Backends** (:func:`run_sweep`): ``local`` (a process pool, or in-process for one job)
   and ``ray`` (Ray tasks on a local instance, or on a cluster given its address).
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import ahasd
 from ahasd.errors import UserError
+from ahasd.output import Journal, check_folder
 from ahasd.sim.config import (
     CONTROLLER_BLOCKS,
     DEVICE_SETTINGS,
@@ -54,6 +56,7 @@ from ahasd.sim.traces import builtin_trace_paths
 __all__ = [
     "BACKENDS",
     "RESULTS_FILE",
+    "ROW_SCHEMA",
     "ResultsDir",
     "expand",
     "finished_rows",
@@ -66,6 +69,8 @@ __all__ = [
 
 RESULTS_FILE = "results.jsonl"
 LOCK_FILE = ".lock"
+# The schema of a results row (docs/json.md): /2 identifies runs by their hashes.
+ROW_SCHEMA = "ahasd-sweep-run/2"
 BACKENDS = ("local", "ray")
 
 # RunSettings fields a grid axis may not set (they say how to run, not what).
@@ -303,14 +308,16 @@ class ResultsDir:
     row and fsyncs it. Leaving releases the lock.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, option: str | None = "--out") -> None:
         self.directory = Path(directory)
         self.path = self.directory / RESULTS_FILE
+        self.option = option
         self.rows: list[dict] = []
         self._lock = None
-        self._handle = None
+        self._journal = None
 
     def __enter__(self) -> ResultsDir:
+        check_folder(self.directory, option=self.option)
         self.directory.mkdir(parents=True, exist_ok=True)
         lock = (self.directory / LOCK_FILE).open("a+")
         try:
@@ -329,21 +336,25 @@ class ResultsDir:
         lock.write(f"pid {os.getpid()}, started {started}\n")
         lock.flush()
         self._lock = lock
-        self.rows, valid = read_results(self.path)
-        self._handle = self.path.open("ab")
-        self._handle.truncate(valid)  # drop a half-written last line
+        try:
+            self.rows, valid = read_results(self.path)
+            self._journal = Journal(self.path, valid_bytes=valid, option=self.option)
+        except BaseException:
+            self._unlock()
+            raise
         return self
 
     def append(self, row: dict) -> None:
-        self._handle.write((json.dumps(row) + "\n").encode())
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        self._journal.append(json.dumps(row))
         self.rows.append(row)
 
-    def __exit__(self, *exc) -> None:
-        self._handle.close()
+    def _unlock(self) -> None:
         fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()
+
+    def __exit__(self, *exc) -> None:
+        self._journal.close()
+        self._unlock()
 
 
 def read_results(path: Path) -> tuple[list[dict], int]:
@@ -355,16 +366,22 @@ def read_results(path: Path) -> tuple[list[dict], int]:
     path = Path(path)
     if not path.exists():
         return [], 0
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise UserError(f"{path}: cannot read ({error.strerror or error})") from None
     end = data.rfind(b"\n") + 1
     rows = []
     for number, line in enumerate(data[:end].splitlines(), 1):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            row = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise UserError(f"{path}: line {number} is not JSON; move the file away") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}: line {number} is not a JSON object; move the file away")
+        rows.append(row)
     return rows, end
 
 
@@ -392,32 +409,21 @@ def _run_one(settings: RunSettings) -> dict:
 
 
 class Progress:
-    """A one-line progress bar on stderr: ``label [####....] done/total seconds what``."""
+    """A plain progress line on stderr per finished run (the command line passes its own
+    bar, :class:`ahasd.cli.progress.Progress`, which has the same two methods)."""
 
     def __init__(self, label: str, total: int, stream=None) -> None:
         self.label, self.total = label, total
         self.stream = stream or sys.stderr
         self.started = time.perf_counter()
-        self.done = 0
 
-    def show(self, what: str = "") -> None:
-        width = 30
-        filled = width * self.done // max(self.total, 1)
-        bar = "#" * filled + "." * (width - filled)
+    def update(self, done: int, note: str = "") -> None:
         elapsed = time.perf_counter() - self.started
-        self.stream.write(
-            f"\r{self.label} [{bar}] {self.done}/{self.total} {elapsed:6.1f} s {what[:40]:<40}"
-        )
+        self.stream.write(f"{self.label}: {done}/{self.total} runs, {elapsed:.1f} s {note}\n")
         self.stream.flush()
 
-    def step(self, what: str) -> None:
-        self.done += 1
-        self.show(what)
-
     def close(self) -> None:
-        if self.total:
-            self.stream.write("\n")
-            self.stream.flush()
+        """Nothing to finish: every line is complete."""
 
 
 def run_sweep(
@@ -428,13 +434,16 @@ def run_sweep(
     backend: str = "local",
     address: str | None = None,
     label: str = "sweep",
+    progress: Callable[[str, int], object] = Progress,
 ) -> tuple[list[dict], int]:
     """Run every point of ``grid`` not yet in ``out/results.jsonl``; return the rows of
     the grid in grid order and how many runs were simulated.
 
     Every point is checked (platform, devices, overrides, controller parameters) before
     anything runs. Points with equal identity are simulated once; a point whose identity
-    is in the file under other labels gets a row copied from it.
+    is in the file under other labels gets a row copied from it. ``progress(label, total)``
+    makes the progress display (``update(done, note)``, ``close()``), shown while runs are
+    simulated.
     """
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
@@ -449,35 +458,44 @@ def run_sweep(
     with ResultsDir(out) as results:
         by_request = {(r.get("key"), r.get("run_id")): r for r in results.rows}
         by_run = {r.get("run_id"): r for r in results.rows}
-        to_run: dict[str, RunSettings] = {}
+        requests: dict[str, list[RunSettings]] = {}  # run id -> the points asking for it
         for settings, identity in zip(grid, identities, strict=True):
-            if identity["run_id"] not in by_run:
-                to_run.setdefault(identity["run_id"], settings)
-        progress = Progress(label, len(to_run))
-        if to_run:
-            progress.show()
+            requests.setdefault(identity["run_id"], []).append(settings)
+        to_run = {run_id: points[0] for run_id, points in requests.items() if run_id not in by_run}
+        identity_of = {i["run_id"]: i for i in identities}
+
+        def record(run_id: str) -> None:
+            """Append a row for every request of ``run_id`` that has none yet."""
+            for settings in requests[run_id]:
+                key = (settings_key(settings), run_id)
+                if key not in by_request:
+                    by_request[key] = _row(settings, identity_of[run_id], by_run[run_id])
+                    results.append(by_request[key])
+
+        bar = progress(label, len(to_run)) if to_run else None
+        done = []
 
         def finished(run_id: str, summary: dict) -> None:
             by_run[run_id] = summary
-            progress.step(f"{summary['mode']} {summary['pair']} {summary['policy']}")
+            record(run_id)  # at once: an interrupted sweep keeps what finished
+            done.append(run_id)
+            bar.update(len(done), f"{summary['mode']} {summary['pair']} {summary['policy']}")
 
         try:
             _execute(to_run, finished, jobs=jobs, backend=backend, address=address)
         finally:
-            progress.close()
-        rows = []
-        for settings, identity in zip(grid, identities, strict=True):
-            key = settings_key(settings)
-            row = by_request.get((key, identity["run_id"]))
-            if row is None:
-                row = _row(settings, identity, by_run[identity["run_id"]])
-                results.append(row)
-                by_request[(key, identity["run_id"])] = row
-            rows.append(row)
+            if bar is not None:
+                bar.close()
+        for run_id in requests:
+            record(run_id)
+        rows = [
+            by_request[(settings_key(settings), identity["run_id"])]
+            for settings, identity in zip(grid, identities, strict=True)
+        ]
     return rows, len(to_run)
 
 
-_ROW_META = ("key", "run_id", "config_hash", "trace_hash", "version", "scenario")
+_ROW_META = ("schema", "key", "run_id", "config_hash", "trace_hash", "version", "scenario")
 
 
 def finished_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -489,6 +507,7 @@ def _row(settings: RunSettings, identity: dict, summary: dict) -> dict:
     """A results row: the request's identity and labels, then the run's summary."""
     summary = {k: v for k, v in summary.items() if k not in _ROW_META}
     return {
+        "schema": ROW_SCHEMA,
         "key": settings_key(settings),
         **identity,
         "scenario": scenario_label(settings),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ahasd.output import check_file, write_file
 from ahasd.params import TopParams
 from ahasd.regmap import (
     ADDR_BITS,
@@ -70,7 +71,10 @@ def register(subparsers) -> None:
         "Markdown, to stdout or to --out (docs/registers.md is generated this way).",
     )
     parser.add_argument(
-        "--out", type=Path, default=None, help="write to this file instead of stdout"
+        "--out",
+        type=Path,
+        default=None,
+        help="write to this file instead of stdout (kept as it is if the text is the same)",
     )
     parser.set_defaults(func=run)
 
@@ -81,8 +85,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         print(text, end="")
         return 0
-    from ahasd.hw.verilog import write_if_changed
-
-    changed = write_if_changed(args.out, text)
+    changed = write_file(check_file(args.out, option="--out"), text, option="--out")
     print(f"{args.out} {'written' if changed else 'unchanged'}")
     return 0

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ahasd.cli.args import KV_LENGTH_MAX, SEED_MAX, UniqueList, integer, real
+from ahasd.cli.progress import Progress
 from ahasd.cli.simulate import add_backend_options, check_names
-from ahasd.errors import UserError
-from ahasd.sim.config import DEFAULT_PLATFORM, field_default, load_library
+from ahasd.output import check_folder
+from ahasd.sim.config import DEFAULT_PLATFORM, RunSettings, field_default, load_library
 from ahasd.sim.modes import MODES
 from ahasd.sim.reproduce import ReproduceConfig, run_reproduce
 
-__all__ = ["register"]
+__all__ = ["DEFAULT_OUT", "register"]
+
+DEFAULT_OUT = Path("build/reproduce")
 
 
 def _default(name: str):
@@ -27,49 +31,78 @@ def register(subparsers) -> None:
         help="the paper's evaluation on every platform and GPU baseline, sensitivity, regime map",
         description="Run the paper's grid on every NPU+PIM platform against every GPU "
         "baseline, vary every medium- or low-confidence number over its range, map the "
-        "gain of each rung over NPU bandwidth and PIM throughput, and write DIR/report.md.",
+        "gain of each rung over NPU bandwidth and PIM throughput, and write DIR/report.md "
+        "(docs/reproduce.md). Resumable: finished runs in DIR/results.jsonl are not rerun.",
     )
     parser.add_argument(
-        "--out", type=Path, default=Path("build/reproduce"), help="results and report directory"
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"results and report folder (default: {DEFAULT_OUT})",
     )
-    parser.add_argument("--platforms", nargs="+", help="NPU+PIM platforms (default: all)")
     parser.add_argument(
-        "--gpus", nargs="+", help="GPU baselines (default: the platforms' gpu_baselines)"
+        "--platforms", nargs="+", action=UniqueList, help="NPU+PIM platforms (default: all)"
     )
-    parser.add_argument("--pairs", nargs="+", help="pairs (default: the paper's three)")
-    parser.add_argument("--policies", nargs="+", help="algorithms (default: the paper's four)")
-    parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0)")
     parser.add_argument(
-        "--tokens", type=int, default=_default("tokens"), help=f"({_default('tokens')})"
+        "--gpus",
+        nargs="+",
+        action=UniqueList,
+        help="GPU baselines (default: the platforms' gpu_baselines)",
+    )
+    parser.add_argument(
+        "--pairs", nargs="+", action=UniqueList, help="pairs (default: the paper's three)"
+    )
+    parser.add_argument(
+        "--policies", nargs="+", action=UniqueList, help="algorithms (default: the paper's four)"
+    )
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=integer(0, SEED_MAX),
+        action=UniqueList,
+        help="seeds (default: 0)",
+    )
+    parser.add_argument(
+        "--tokens",
+        type=integer(1, KV_LENGTH_MAX - field_default(RunSettings, "prompt_tokens")),
+        default=_default("tokens"),
+        help=f"generation length of every run, tokens (default: {_default('tokens')})",
     )
     parser.add_argument(
         "--sensitivity-platform",
         default=DEFAULT_PLATFORM,
-        help=f"platform of the sensitivity analysis ({DEFAULT_PLATFORM})",
+        help=f"platform of the sensitivity analysis (default: {DEFAULT_PLATFORM})",
     )
     parser.add_argument(
         "--regime-platform",
         default=DEFAULT_PLATFORM,
-        help=f"platform of the regime map ({DEFAULT_PLATFORM})",
+        help=f"platform of the regime map (default: {DEFAULT_PLATFORM})",
     )
     parser.add_argument(
         "--regime-policies",
         nargs="+",
-        help=f"algorithms of the regime map ({', '.join(_default('regime_policies'))})",
+        action=UniqueList,
+        help=f"algorithms of the regime map (default: {' '.join(_default('regime_policies'))})",
     )
     parser.add_argument(
         "--regime-npu-bandwidth",
         nargs="+",
-        type=float,
-        help="NPU bandwidths of the regime map, B/s (default: 25.6e9 to 819.2e9, x2 steps)",
+        type=real(1e6, 1e15),
+        action=UniqueList,
+        help="NPU bandwidths of the regime map, B/s (default: "
+        f"{' '.join(f'{v:g}' for v in _default('regime_npu_bandwidth'))})",
     )
     parser.add_argument(
         "--regime-pim-scale",
         nargs="+",
-        type=float,
-        help="PIM throughput scales of the regime map (default: 0.5 1 4 16 64)",
+        type=real(1e-3, 1e4),
+        action=UniqueList,
+        help="PIM throughput scales of the regime map (default: "
+        f"{' '.join(f'{v:g}' for v in _default('regime_pim_scale'))})",
     )
-    parser.add_argument("--spec-dir", action="append", default=[], help="extra spec directory")
+    parser.add_argument(
+        "--spec-dir", action="append", default=[], help="extra spec directory (repeatable)"
+    )
     add_backend_options(parser)
     parser.set_defaults(func=_reproduce)
 
@@ -92,15 +125,16 @@ def _reproduce(args) -> int:
         regime_platform=args.regime_platform,
         spec_dirs=tuple(str(Path(d).resolve()) for d in args.spec_dir),
     )
-    if config.tokens < 1:
-        raise UserError(f"--tokens must be at least 1, not {config.tokens}")
-    for name in ("regime_npu_bandwidth", "regime_pim_scale"):
-        if any(not value > 0 for value in getattr(config, name)):
-            raise UserError(f"--{name.replace('_', '-')} values must be positive")
     library = load_library(config.spec_dirs)
     check_names(library, MODES, config.pairs, (*config.policies, *config.regime_policies))
+    check_folder(args.out, option="--out")
     study = run_reproduce(
-        config, args.out, jobs=args.jobs, backend=args.backend, address=args.address
+        config,
+        args.out,
+        jobs=args.jobs,
+        backend=args.backend,
+        address=args.address,
+        progress=lambda label, total: Progress(label, total, "runs"),
     )
     runs = sum(len(points) for points in study.points.values())
     simulated = sum(study.simulated.values())

@@ -2,33 +2,49 @@
 
 - ``simulate`` runs one configuration and prints a table (or one JSON object with
   ``--json``); ``--out DIR`` also writes the summary (JSON, CSV), the queue occupancy (CSV),
-  a Chrome trace of device activity and a PNG. With ``--platform`` it runs the phone-SoC
-  scenario instead (:mod:`ahasd.sim.phone`): one phone mode or all of them, a table or JSON,
-  and with ``--out`` the summary, the thermal samples and a figure.
+  a Chrome trace of device activity and a PNG, as one output set. With ``--platform`` it
+  runs the phone-SoC scenario instead (:mod:`ahasd.sim.phone`): one phone mode or all of
+  them, a table or JSON, and with ``--out`` the summary, the thermal samples and a figure.
 - ``sweep`` runs a grid (``--grid paper``: :data:`ahasd.sim.grid.PAPER_GRID` at 1024 tokens;
   ``--grid FILE``: the product of a grid file's axes, :mod:`ahasd.sim.sweep`) over seeds,
-  traces and platforms, on ``--jobs`` processes or Ray tasks (``--backend ray``), with a
-  progress bar on stderr. Every finished run is appended to ``DIR/results.jsonl`` as one
-  JSON line and fsynced, so an interrupted sweep resumes where it stopped (runs whose
-  configuration, trace and version hashes are in the file are skipped).
+  traces and platforms, on ``--jobs`` processes or Ray tasks (``--backend ray``), with
+  progress on stderr. Every finished run is appended to ``DIR/results.jsonl`` as one JSON
+  line and fsynced, so an interrupted sweep resumes where it stopped (runs whose
+  configuration, trace and version hashes are in the file are skipped); one sweep writes a
+  folder at a time.
 - ``report`` turns a results file into the ablation and comparison tables (terminal, CSV)
-  and figures (PNG).
+  and figures (PNG), as one output set.
 
-Every name is checked before anything runs or is written; a bad one is a UserError (exit 2).
-Defaults shown in the help come from the settings dataclasses, mode and policy names from
-the mode table and :mod:`ahasd.sim.policies`.
+Every name, number and output path is checked before anything runs or is written; a bad
+one is a UserError (exit 2). Defaults shown in the help come from the settings
+dataclasses, mode names from the mode table, policy parameters from the policy classes.
+The JSON objects (``--json``, ``summary.json``, ``results.jsonl``) carry a ``schema`` field
+and are documented in ``docs/json.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
 from pathlib import Path
 
+from ahasd.cli.args import (
+    DURATION_MAX_S,
+    JOBS_MAX,
+    KV_LENGTH_MAX,
+    SEED_MAX,
+    UniqueList,
+    integer,
+    real,
+)
+from ahasd.cli.progress import Progress, end_line
 from ahasd.errors import UserError
-from ahasd.sim import report
+from ahasd.output import OutputSet, check_folder
+from ahasd.params import TVCParams
+from ahasd.sim import policies, report
 from ahasd.sim.config import (
     DEFAULT_PLATFORM,
     DEVICE_SETTINGS,
@@ -47,14 +63,15 @@ from ahasd.sim.phone import (
     TASKS,
     PhoneSettings,
     find_platform,
-    plot_phone,
     simulate_phone,
 )
+from ahasd.sim.phone.figures import phone_figure
 from ahasd.sim.phone.platform import known_platforms
 from ahasd.sim.policies import POLICY_NAMES
 from ahasd.sim.sweep import (
     BACKENDS,
     RESULTS_FILE,
+    ROW_SCHEMA,
     expand,
     finished_rows,
     load_grid,
@@ -64,19 +81,46 @@ from ahasd.sim.sweep import (
 from ahasd.sim.trace_sources import resolve_trace
 
 __all__ = [
+    "ABLATION_SCHEMA",
+    "COMPARISON_SCHEMA",
+    "DEFAULT_JOBS",
+    "DEFAULT_RESULTS",
+    "PHONE_FILES",
+    "PHONE_SCHEMA",
+    "REPORT_FILES",
+    "REPORT_SCHEMA",
     "RESULTS_FILE",
+    "RUN_SCHEMA",
     "RUN_TABLE",
+    "SIMULATE_FILES",
+    "SWEEP_SCHEMA",
     "add_backend_options",
     "add_run_options",
     "add_system_options",
     "check_devices",
+    "check_lengths",
     "check_names",
     "parse_assignments",
     "parse_policy_params",
+    "policy_parameters",
     "register",
     "run_settings",
 ]
 
+# The files each command writes into its --out folder, checked before it starts.
+SIMULATE_FILES = ("summary.json", "summary.csv", "queue.csv", "chrome_trace.json", "run.png")
+PHONE_FILES = ("summary.json", "summary.csv", "thermal.csv", "phone.png")
+REPORT_FILES = ("ablation.csv", "comparison.csv", "ablation.png", "comparison.png")
+DEFAULT_RESULTS = Path("ahasd-sweep")
+DEFAULT_JOBS = min(2, os.cpu_count() or 1)
+# The `schema` of every JSON object the commands print or write (docs/json.md): the kind of
+# object and the version of its keys; a consumer checks it before reading anything else.
+RUN_SCHEMA = "ahasd-run/1"
+PHONE_SCHEMA = "ahasd-phone-run/1"
+SWEEP_SCHEMA = ROW_SCHEMA
+REPORT_SCHEMA = "ahasd-report/1"
+ABLATION_SCHEMA = "ahasd-ablation-row/1"
+COMPARISON_SCHEMA = "ahasd-comparison-row/1"
 
 # (key, header, format spec) of the one-run table of `simulate` (and `cosim`).
 RUN_TABLE = [
@@ -116,6 +160,35 @@ _PHONE_OPTIONS = (
 _NOT_WITH_PLATFORM = (*DEVICE_SETTINGS, "memory_sharing", "trace", "draft_model", "target_model")
 
 
+def _json_default(value) -> str:
+    """A policy parameter's default as it is written after ``KEY=`` (JSON)."""
+    if isinstance(value, tuple):
+        value = list(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def policy_parameters() -> str:
+    """Each policy's parameters with their defaults, read from the policy classes (and the
+    fallback wrapper's, prefixed ``fallback_``), as one line for ``--help``."""
+    classes = {}
+    for name in policies.__all__:
+        item = getattr(policies, name)
+        if isinstance(item, type) and getattr(item, "name", None) in POLICY_NAMES:
+            classes[item.name] = item
+
+    def listing(cls, prefix: str = "") -> str:
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        return " ".join(
+            f"{prefix}{p.name}={_json_default(p.default)}"
+            for p in parameters
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        )
+
+    parts = [f"{name}: {listing(classes[name])}" for name in POLICY_NAMES]
+    parts.append(f"with --fallback: {listing(policies.Fallback, 'fallback_')}")
+    return "; ".join(parts)
+
+
 def add_run_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
     """The options naming one run, shared by ``ahasd simulate`` and ``ahasd cosim``."""
     suffix = "" if required else " (required)"
@@ -128,27 +201,30 @@ def add_run_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument(
         "--policy", required=required, help=f"drafting policy: {', '.join(POLICY_NAMES)}{suffix}"
     )
+    seed = field_default(RunSettings, "seed")
     parser.add_argument(
         "--seed",
-        type=int,
-        default=field_default(RunSettings, "seed"),
-        help=f"run seed (default {field_default(RunSettings, 'seed')})",
+        type=integer(0, SEED_MAX),
+        default=seed,
+        help=f"run seed, 0..{SEED_MAX} (default: {seed})",
     )
     parser.add_argument(
         "--policy-param",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="policy parameter (repeatable; VALUE is JSON or a string)",
+        help="policy parameter, repeatable; VALUE is JSON or a string. Parameters (defaults): "
+        + policy_parameters(),
     )
     parser.add_argument("--draft-model", help="override the pair's draft model")
     parser.add_argument("--target-model", help="override the pair's target model")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (docs/json.md)")
 
 
 def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = False) -> None:
     """Trace, length, devices and controller widths: shared by ``simulate``, ``sweep`` and
-    ``cosim``. Defaults are :class:`RunSettings`'s."""
+    ``cosim``. Defaults are :class:`RunSettings`'s; lengths are bounded by the controller's
+    length fields (:data:`~ahasd.cli.args.KV_LENGTH_MAX`)."""
 
     def default(name: str):
         return field_default(RunSettings, name)
@@ -157,6 +233,7 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
         parser.add_argument(
             "--trace",
             nargs="+",
+            action=UniqueList,
             help="traces to run every configuration on: files, built-in trace names, "
             "synthetic presets, iid:<acceptance>, or 'builtin' for every built-in trace "
             "(default: each pair's synthetic preset)",
@@ -167,20 +244,23 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
             help="trace file, built-in trace name, synthetic preset or iid:<acceptance> "
             "(default: the pair's synthetic preset)",
         )
+    lengths = f"--prompt-tokens + --tokens <= {KV_LENGTH_MAX}"
     parser.add_argument(
         "--tokens",
-        type=int,
+        type=integer(1, KV_LENGTH_MAX - 1),
         default=default("tokens"),
-        help=f"generation length ({default('tokens')})",
+        help=f"generation length, tokens; {lengths} (default: {default('tokens')})",
     )
     parser.add_argument(
         "--prompt-tokens",
-        type=int,
+        type=integer(1, KV_LENGTH_MAX - 1),
         default=default("prompt_tokens"),
-        help=f"prompt KV length ({default('prompt_tokens')})",
+        help=f"prompt KV length, tokens; {lengths} (default: {default('prompt_tokens')})",
     )
     parser.add_argument("--fallback", action="store_true", help="autoregression fallback")
-    parser.add_argument("--spec-dir", action="append", default=[], help="extra spec directory")
+    parser.add_argument(
+        "--spec-dir", action="append", default=[], help="extra spec directory (repeatable)"
+    )
     for name in DEVICE_SETTINGS:
         option = name.replace("_", "-")
         parser.add_argument(f"--{option}", help=f"{option} device (default: the platform's)")
@@ -206,27 +286,29 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
     )
     parser.add_argument(
         "--draft-queue-tokens",
-        type=int,
+        type=integer(1, KV_LENGTH_MAX),
         default=default("draft_queue_tokens"),
-        help="look-ahead budget",
+        help="look-ahead budget: unverified draft tokens the draft queue may hold "
+        f"(default: {default('draft_queue_tokens')})",
     )
     parser.add_argument(
         "--specpim-planned-draft",
-        type=int,
+        type=integer(1, KV_LENGTH_MAX),
         default=default("specpim_planned_draft"),
-        help="SpecPIM's K",
+        help="SpecPIM's K: the draft length its GPU/PIM split is balanced for "
+        f"(default: {default('specpim_planned_draft')})",
     )
     parser.add_argument(
         "--tvc-ratio-bits",
         type=int,
         default=default("tvc_ratio_bits"),
-        help=f"TVC entry width ({default('tvc_ratio_bits')})",
+        help=f"TVC table entry width, 16..48 bits (default: {default('tvc_ratio_bits')})",
     )
     parser.add_argument(
         "--tvc-cycle-bits",
         type=int,
         default=default("tvc_cycle_bits"),
-        help=f"TVC cycle width ({default('tvc_cycle_bits')})",
+        help=f"TVC cycle-count width, 16..48 bits (default: {default('tvc_cycle_bits')})",
     )
 
 
@@ -251,21 +333,34 @@ def _add_phone_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--duration",
-        type=float,
-        help=f"simulated seconds of generation ({default('duration_s'):g})",
+        type=real(0.0, DURATION_MAX_S, low_open=True),
+        help=f"simulated seconds of generation, at most {DURATION_MAX_S:g} "
+        f"(default: {default('duration_s'):g})",
     )
-    group.add_argument("--task", help=f"task type: {', '.join(TASKS)} (mix: requests cycle)")
-    group.add_argument("--dram-pj-per-bit", type=float, help="DRAM energy (spec files: 10)")
-    group.add_argument("--skin-limit", type=float, help="skin throttle limit, 42..45 C (45)")
-    group.add_argument("--ambient", type=float, help="ambient temperature, C (25)")
-    group.add_argument("--start-temp", type=float, help="initial die/skin temperature (ambient)")
+    group.add_argument(
+        "--task", help=f"task type: {', '.join(TASKS)} (mix: requests cycle; default: mix)"
+    )
+    group.add_argument(
+        "--dram-pj-per-bit",
+        type=real(0.0, 1000.0, low_open=True),
+        help="DRAM energy, pJ/bit, at most 1000 (default: the platform's spec files, 10)",
+    )
+    group.add_argument(
+        "--skin-limit", type=float, help="skin throttle limit, 42..45 C (default: 45)"
+    )
+    group.add_argument("--ambient", type=float, help="ambient temperature, -20..60 C (default: 25)")
+    group.add_argument(
+        "--start-temp",
+        type=float,
+        help="initial die/skin temperature, -20..60 C (default: the ambient)",
+    )
     group.add_argument(
         "--no-arbiter", action="store_true", help="do not shorten drafts above 41 C skin"
     )
     group.add_argument(
         "--draft-weights",
         help="sram: draft weights in NPU SRAM (spec); spill: what does not fit "
-        "streams from LPDDR5X",
+        "streams from LPDDR5X (default: sram)",
     )
 
 
@@ -286,7 +381,12 @@ def register(subparsers) -> None:
     )
     # --mode, --pair and --policy are required without --platform (checked in _simulate).
     add_run_options(sim, required=False)
-    sim.add_argument("--out", type=Path, help="write summary, queue CSV, Chrome trace, PNG here")
+    sim.add_argument(
+        "--out",
+        type=Path,
+        help="also write summary, queue CSV, Chrome trace and PNG into this folder "
+        "(default: none, print only)",
+    )
     add_system_options(sim)
     _add_phone_options(sim)
     sim.set_defaults(func=_simulate)
@@ -307,19 +407,46 @@ def register(subparsers) -> None:
         "spec field, policy or controller parameter; docs/reproduce.md)",
     )
     sweep.add_argument(
-        "--platforms", nargs="+", help=f"NPU+PIM platforms (default: {DEFAULT_PLATFORM})"
+        "--platforms",
+        nargs="+",
+        action=UniqueList,
+        help=f"NPU+PIM platforms (default: {DEFAULT_PLATFORM})",
     )
     sweep.add_argument(
-        "--pairs", nargs="+", help=f"pairs (default: the paper's {len(paper.pairs)})"
+        "--pairs",
+        nargs="+",
+        action=UniqueList,
+        help=f"pairs (default: the paper's {len(paper.pairs)}: {', '.join(paper.pairs)})",
     )
     sweep.add_argument(
-        "--policies", nargs="+", help=f"policies (default: the paper's {len(paper.policies)})"
+        "--policies",
+        nargs="+",
+        action=UniqueList,
+        help=f"policies (default: the paper's {len(paper.policies)}: {', '.join(paper.policies)})",
     )
-    sweep.add_argument("--modes", nargs="+", help=f"modes (default: all {len(paper.modes)})")
-    sweep.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0)")
-    sweep.add_argument("--out", type=Path, default=Path("ahasd-sweep"), help="results directory")
+    sweep.add_argument(
+        "--modes",
+        nargs="+",
+        action=UniqueList,
+        help=f"modes (default: all {len(paper.modes)})",
+    )
+    sweep.add_argument(
+        "--seeds",
+        nargs="+",
+        type=integer(0, SEED_MAX),
+        action=UniqueList,
+        help="seeds (default: 0)",
+    )
+    sweep.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_RESULTS,
+        help=f"results folder (default: {DEFAULT_RESULTS})",
+    )
     add_backend_options(sweep)
-    sweep.add_argument("--json", action="store_true", help="print the results as a JSON array")
+    sweep.add_argument(
+        "--json", action="store_true", help="print the results as a JSON array (docs/json.md)"
+    )
     add_system_options(sweep, many_traces=True)
     sweep.set_defaults(func=_sweep)
 
@@ -329,10 +456,17 @@ def register(subparsers) -> None:
         description="Read DIR/results.jsonl (or a results file) and write tables and PNGs.",
     )
     rep.add_argument(
-        "--results", type=Path, default=Path("ahasd-sweep"), help="results directory or file"
+        "--results",
+        type=Path,
+        default=DEFAULT_RESULTS,
+        help=f"results folder or file (default: {DEFAULT_RESULTS})",
     )
-    rep.add_argument("--out", type=Path, help="output directory (default: next to the results)")
-    rep.add_argument("--json", action="store_true", help="print the tables as JSON")
+    rep.add_argument(
+        "--out",
+        type=Path,
+        help="output folder (default: the folder of the results file)",
+    )
+    rep.add_argument("--json", action="store_true", help="print the tables as JSON (docs/json.md)")
     rep.set_defaults(func=_report)
 
 
@@ -340,20 +474,37 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
     """``--jobs``, ``--backend`` and ``--address``: where the runs of a sweep execute."""
     parser.add_argument(
         "--jobs",
-        type=int,
-        default=min(2, os.cpu_count() or 1),
-        help="processes (local backend) or CPUs of a local Ray instance",
+        type=integer(1, JOBS_MAX),
+        default=DEFAULT_JOBS,
+        help=f"worker processes (local backend) or CPUs of a local Ray instance, 1..{JOBS_MAX} "
+        f"(default: {DEFAULT_JOBS})",
     )
     parser.add_argument(
         "--backend",
         choices=BACKENDS,
         default="local",
-        help="local: a process pool; ray: Ray tasks (pip install 'ahasd[ray]')",
+        help="local: a process pool; ray: Ray tasks (pip install 'ahasd[ray]') (default: local)",
     )
     parser.add_argument(
         "--address",
         help="with --backend ray: a Ray cluster's address (default: a local instance)",
     )
+
+
+def parse_assignments(items: list[str], option: str) -> tuple:
+    """``PATH=VALUE`` items of ``option`` as ``((path, value), ...)``; VALUE is JSON (a
+    number for a spec override, an integer or string for a controller parameter)."""
+    parsed = []
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"{option} {item!r}: expected PATH=VALUE")
+        try:
+            value = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            value = text
+        parsed.append((key, value))
+    return tuple(parsed)
 
 
 def parse_policy_params(items: list[str]) -> tuple:
@@ -368,29 +519,32 @@ def parse_policy_params(items: list[str]) -> tuple:
             value = json.loads(text)
         except json.JSONDecodeError:
             value = text
+        except RecursionError:
+            raise UserError(
+                f"--policy-param {key}: the value nests too deeply (a parameter is a number, "
+                "a string, a boolean or a flat list)"
+            ) from None
         if isinstance(value, list):
             value = tuple(value)
         params.append((key, value))
     return tuple(params)
 
 
-def parse_assignments(items: list[str], option: str) -> tuple:
-    """``PATH=VALUE`` items of ``option`` as ``((path, value), ...)``; VALUE is JSON (a
-    number for a spec override, an integer or string for a controller parameter)."""
-    parsed = []
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise UserError(f"{option} {item!r}: expected PATH=VALUE")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        parsed.append((key, value))
-    return tuple(parsed)
+def check_lengths(tokens: int, prompt_tokens: int) -> None:
+    """UserError unless the KV length a run reaches, ``prompt_tokens + tokens``, fits the
+    controller's length fields. Checked for every mode alike (the synchronous ones do not use
+    the controller) so that a setting is accepted or refused whichever mode runs it."""
+    total = prompt_tokens + tokens
+    if total > KV_LENGTH_MAX:
+        raise UserError(
+            f"--prompt-tokens {prompt_tokens} + --tokens {tokens} = {total} is more than "
+            f"{KV_LENGTH_MAX}, the longest KV cache the controller's "
+            f"{TVCParams().length_bits}-bit length fields hold (in every mode)"
+        )
 
 
 def _base_settings(args, **extra) -> dict:
+    check_lengths(args.tokens, args.prompt_tokens)
     settings = {
         "tokens": args.tokens,
         "prompt_tokens": args.prompt_tokens,
@@ -449,6 +603,14 @@ def check_devices(library, settings: RunSettings) -> None:
             library.model(name)
 
 
+def _wrote(outputs: dict[Path, bool], folder: Path) -> str:
+    """``wrote DIR/a, b (unchanged: c)``: what a commit did, for the last line of output."""
+    written = [p.name for p, changed in outputs.items() if changed]
+    kept = [p.name for p, changed in outputs.items() if not changed]
+    text = f"wrote {folder}/{', '.join(written)}" if written else f"nothing new in {folder}"
+    return text + (f" (unchanged: {', '.join(kept)})" if kept else "")
+
+
 def _simulate(args) -> int:
     if _wants_phone(args):
         return _simulate_phone(args)
@@ -459,21 +621,28 @@ def _simulate(args) -> int:
     library = load_library(settings.spec_dirs)
     check_names(library, [settings.mode], [settings.pair], [settings.policy])
     check_devices(library, settings)
+    if args.out is not None:
+        check_folder(args.out, option="--out", files=SIMULATE_FILES)
     result = simulate(settings, library=library)
-    summary = result.summary
+    summary = {"schema": RUN_SCHEMA, **result.summary}
+    written = {}
     if args.out is not None:
         out = args.out
-        report.write_json(out / "summary.json", summary)
-        report.write_csv(out / "summary.csv", [summary])
-        report.write_csv(
+        outputs = OutputSet(option="--out")
+        outputs.add(out / "summary.json", report.json_text(summary))
+        outputs.add(out / "summary.csv", report.csv_text([result.summary]))
+        outputs.add(
             out / "queue.csv",
-            [
-                {"time_s": t, "queued_tokens": n, "queued_batches": b, "unverified_tokens": u}
-                for t, n, b, u in result.metrics.queue_samples
-            ],
+            report.csv_text(
+                [
+                    {"time_s": t, "queued_tokens": n, "queued_batches": b, "unverified_tokens": u}
+                    for t, n, b, u in result.metrics.queue_samples
+                ]
+            ),
         )
-        report.write_json(out / "chrome_trace.json", result.metrics.chrome_trace())
-        report.plot_run(summary, result.metrics, out / "run.png")
+        outputs.add(out / "chrome_trace.json", report.json_text(result.metrics.chrome_trace()))
+        outputs.add(out / "run.png", report.png_bytes(report.run_figure(summary, result.metrics)))
+        written = outputs.commit()
     if args.json:
         print(json.dumps(summary))
         return 0
@@ -484,8 +653,8 @@ def _simulate(args) -> int:
         print(f"{device:>4}: busy {busy:9.3f} s, idle {idle:9.3f} s")
     for note in summary["notes"]:
         print(f"note: {note}")
-    if args.out is not None:
-        print(f"wrote {args.out}/summary.json, summary.csv, queue.csv, chrome_trace.json, run.png")
+    if written:
+        print(_wrote(written, args.out))
     return 0
 
 
@@ -509,7 +678,11 @@ def _wants_phone(args) -> bool:
 
 
 def _simulate_phone(args) -> int:
-    """``ahasd simulate --platform P``: run, print a table or JSON, write figures with --out."""
+    """``ahasd simulate --platform P``: run, print a table or JSON, write figures with --out.
+
+    One mode prints (and writes as ``summary.json``) one object; ``--mode all`` a JSON array
+    of one object per mode, the shape ``sweep --json`` has for many runs.
+    """
     for name in _NOT_WITH_PLATFORM:
         if getattr(args, name) is not None and getattr(args, name) != field_default(
             RunSettings, name
@@ -523,6 +696,7 @@ def _simulate_phone(args) -> int:
             raise UserError(
                 f"--{name.replace('_', '-')} applies to the NPU+PIM modes, not to a phone SoC"
             )
+    check_lengths(args.tokens, args.prompt_tokens)
     modes = list(PHONE_MODES) if args.mode == "all" else [args.mode or None]
     given = {
         "pair": args.pair,
@@ -546,37 +720,56 @@ def _simulate_phone(args) -> int:
         "policy_params": parse_policy_params(args.policy_param),
         "spec_dirs": tuple(str(Path(d).resolve()) for d in args.spec_dir),
     }
-    # Validate every mode's settings, and the platform, before anything runs.
+    # Validate every mode's settings, the platform and --out before anything runs.
     settings = [
         PhoneSettings(**common) if mode is None else PhoneSettings(mode=mode, **common)
         for mode in modes
     ]
     find_platform(args.platform, common["spec_dirs"])
-    results = [simulate_phone(s) for s in settings]
+    if args.out is not None:
+        check_folder(args.out, option="--out", files=PHONE_FILES)
+    results = []
+    for number, one in enumerate(settings):
+        label = f"{args.platform} {one.mode}" + (
+            f" ({number + 1}/{len(settings)})" if len(settings) > 1 else ""
+        )
+        bar = Progress(label, one.duration_s, "simulated s")
+        results.append(simulate_phone(one, progress=bar.update))
+        bar.close()
+    rows = []
     for result in results:
-        result.summary["final_gpu_clock_mhz"] = result.summary["final_gpu_clock_hz"] / 1e6
+        summary = result.summary
+        summary["final_gpu_clock_mhz"] = summary["final_gpu_clock_hz"] / 1e6
+        rows.append({"schema": PHONE_SCHEMA, **summary})
+    document = rows if args.mode == "all" else rows[0]
+    written = {}
     if args.out is not None:
         out = args.out
-        rows = [r.summary for r in results]
-        report.write_json(out / "summary.json", rows if len(rows) > 1 else rows[0])
-        flat = [{k: v for k, v in r.items() if not isinstance(v, list | dict)} for r in rows]
-        report.write_csv(out / "summary.csv", flat)
-        report.write_csv(
+        outputs = OutputSet(option="--out")
+        outputs.add(out / "summary.json", report.json_text(document))
+        flat = [
+            {k: v for k, v in r.summary.items() if not isinstance(v, list | dict)} for r in results
+        ]
+        outputs.add(out / "summary.csv", report.csv_text(flat))
+        outputs.add(
             out / "thermal.csv",
-            [{"mode": r.summary["mode"], **sample} for r in results for sample in r.samples],
+            report.csv_text(
+                [{"mode": r.summary["mode"], **sample} for r in results for sample in r.samples]
+            ),
         )
-        plot_phone(results, out / "phone.png", title=f"{args.platform}: sustained generation")
+        figure = phone_figure(results, title=f"{args.platform}: sustained generation")
+        outputs.add(out / "phone.png", report.png_bytes(figure))
+        written = outputs.commit()
     if args.json:
-        rows = [r.summary for r in results]
-        print(json.dumps(rows if args.mode == "all" else rows[0]))
+        print(json.dumps(document))
         return 0
-    first = results[-1].summary  # the last mode drafts, so it names the policy
+    first = rows[-1]  # the last mode drafts, so it names the policy
     print(
         f"{args.platform}: {first['pair']}, policy {first['policy']}, task {first['task']}, "
         f"{first['duration_s']:g} s, DRAM {first['dram_pj_per_bit']:g} pJ/bit, skin limit "
         f"{first['skin_limit_c']:g} C"
     )
-    print(report.format_table([r.summary for r in results], _PHONE_TABLE))
+    print(report.format_table(rows, _PHONE_TABLE))
     for result in results:
         for event in result.throttle_log[:3]:
             print(
@@ -588,10 +781,10 @@ def _simulate_phone(args) -> int:
             print(
                 f"{result.summary['mode']}: ... {len(result.throttle_log) - 3} more clock changes"
             )
-    for note in dict.fromkeys(n for r in results for n in r.summary["notes"]):
+    for note in dict.fromkeys(n for r in rows for n in r["notes"]):
         print(f"note: {note}")
-    if args.out is not None:
-        print(f"wrote {args.out}/summary.json, summary.csv, thermal.csv, phone.png")
+    if written:
+        print(_wrote(written, args.out))
     return 0
 
 
@@ -670,15 +863,23 @@ def _sweep(args) -> int:
     )
     checked = set()
     for point in points:  # fail on a bad setting or a bad or short trace before running
+        check_lengths(point.tokens, point.prompt_tokens)
         if (point.trace, point.pair, point.tokens) not in checked:
             checked.add((point.trace, point.pair, point.tokens))
             resolve_trace(point.trace, library.pair(point.pair).preset, point.tokens, point.seed)
         check_devices(library, point)
+    check_folder(args.out, option="--out")
     rows, simulated = run_sweep(
-        points, args.out, jobs=args.jobs, backend=args.backend, address=args.address
+        points,
+        args.out,
+        jobs=args.jobs,
+        backend=args.backend,
+        address=args.address,
+        progress=lambda label, total: Progress(label, total, "runs"),
     )
     rows, refused = finished_rows(rows)
     if refused:
+        end_line()
         print(
             f"ahasd: note: {len(refused)} runs refused (kept in the results, left out of the "
             f"tables), e.g. {refused[0]['mode']} {refused[0]['pair']}: {refused[0]['error']}",
@@ -696,9 +897,47 @@ def _sweep(args) -> int:
     return 0
 
 
+# Keys a results row needs for the report's tables and figures, and their kind.
+_REPORT_FIELDS = {
+    "mode": str,
+    "pair": str,
+    "policy": str,
+    "tokens": int,
+    "tokens_per_s": float,
+    "energy_per_token_mj": float,
+    "acceptance_rate": float,
+    "drafted": int,
+}
+
+
+def _check_rows(path: Path, rows: list[dict]) -> None:
+    """UserError naming the run and field of ``rows`` the report cannot use."""
+    for number, row in enumerate(rows, 1):
+        missing = [k for k in _REPORT_FIELDS if k not in row]
+        if missing:
+            raise UserError(f"{path}: run {number} lacks {', '.join(missing)}")
+        for key, kind in _REPORT_FIELDS.items():
+            value = row[key]
+            if kind is str:
+                good = isinstance(value, str)
+            else:
+                numeric = isinstance(value, int | float) and not isinstance(value, bool)
+                good = numeric and (kind is float or isinstance(value, int))
+                good = good and value == value and abs(value) != float("inf") and value >= 0
+            if not good:
+                expected = "a string" if kind is str else f"a finite {kind.__name__} >= 0"
+                raise UserError(
+                    f"{path}: run {number}, field '{key}': must be {expected}, not {value!r}"
+                )
+        if row["tokens"] < 1 or row["tokens_per_s"] <= 0 or row["energy_per_token_mj"] <= 0:
+            raise UserError(
+                f"{path}: run {number}: tokens, tokens_per_s and energy_per_token_mj must be > 0"
+            )
+
+
 def _report(args) -> int:
     path = args.results / RESULTS_FILE if args.results.is_dir() else args.results
-    if not path.exists():
+    if not path.is_file():
         raise UserError(f"no results at {path} (run `ahasd sweep --out DIR` first)")
     rows, _ = read_results(path)
     rows = finished_rows(rows)[0]
@@ -706,19 +945,24 @@ def _report(args) -> int:
         raise UserError(f"{path} holds no finished runs")
     # A request rerun after a spec or trace change appends a new row: the last one counts.
     rows = list({row.get("key", number): row for number, row in enumerate(rows)}.values())
-    for number, row in enumerate(rows, 1):
-        missing = [k for k in ("mode", "pair", "policy", "tokens_per_s") if k not in row]
-        if missing:
-            raise UserError(f"{path}: run {number} lacks {', '.join(missing)}")
+    _check_rows(path, rows)
     out = args.out or path.parent
+    check_folder(out, option="--out", files=REPORT_FILES)
     ablation = report.ablation_rows(rows, MODES)
     comparison = report.comparison_rows(rows, MODES)
-    report.write_csv(out / "ablation.csv", ablation)
-    report.write_csv(out / "comparison.csv", comparison)
-    report.plot_ablation(rows, MODES, out / "ablation.png")
-    report.plot_comparison(rows, MODES, out / "comparison.png")
+    outputs = OutputSet(option="--out")
+    outputs.add(out / "ablation.csv", report.csv_text(ablation))
+    outputs.add(out / "comparison.csv", report.csv_text(comparison))
+    outputs.add(out / "ablation.png", report.png_bytes(report.ablation_figure(rows, MODES)))
+    outputs.add(out / "comparison.png", report.png_bytes(report.comparison_figure(rows, MODES)))
+    written = outputs.commit()
     if args.json:
-        print(json.dumps({"ablation": ablation, "comparison": comparison}))
+        document = {
+            "schema": REPORT_SCHEMA,
+            "ablation": [{"schema": ABLATION_SCHEMA, **row} for row in ablation],
+            "comparison": [{"schema": COMPARISON_SCHEMA, **row} for row in comparison],
+        }
+        print(json.dumps(document))
         return 0
     print("Ablation (mean over pairs, policies and seeds; ratios are geometric means)")
     print(report.format_table(ablation, report.table_columns(ablation, report.ABLATION_COLUMNS)))
@@ -728,5 +972,5 @@ def _report(args) -> int:
         report.format_table(comparison, report.table_columns(comparison, report.COMPARISON_COLUMNS))
     )
     print()
-    print(f"wrote {out}/ablation.csv, comparison.csv, ablation.png, comparison.png")
+    print(_wrote(written, out))
     return 0

@@ -58,7 +58,7 @@ def test_simulate_out_writes_summary_queue_chrome_trace_and_png(tmp_path, capsys
         (["--mode", "ahasd", *BASE, "--draft-model", "opt-175b"], "unknown model 'opt-175b'"),
         (["--mode", "ahasd", *BASE, "--trace", "no-such-trace"], "neither a file"),
         (["--mode", "ahasd", *BASE, "--policy-param", "h"], "expected KEY=VALUE"),
-        (["--mode", "ahasd", *BASE, "--tokens", "0"], "tokens must be an integer >= 1"),
+        (["--mode", "ahasd", *BASE, "--tokens", "0"], "--tokens: must be an integer in 1..65534"),
     ],
 )
 def test_simulate_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
