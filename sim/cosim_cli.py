@@ -28,6 +28,7 @@ from ahasd.cli.simulate import check_names as _check_names
 from ahasd.errors import UserError
 from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
+from ahasd.sim.modes import check_tvc_widths_for_runs
 
 __all__ = ["register", "run_name"]
 
@@ -86,6 +87,7 @@ def _cosim(args) -> int:
     _check_devices(library, settings)
     if args.check and args.rtl_latency:
         raise UserError("--check compares with the golden timing: drop --rtl-latency")
+    check_tvc_widths_for_runs([settings], library)  # a TVC that would saturate: refuse now
     build_root = check_build_root(args.build_dir)
     name = run_name(settings, args.rtl_latency)
     run = run_cosim(
