@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 VECTOR_OPS_PER_ELEMENT = 4  # max-subtract, exp (table), accumulate, scale
-LINK_BYTES_PER_ELEMENT = 4  # an INT16 element to the CPU and its INT16 result back
+LINK_BYTES_PER_ELEMENT = 4  # an INT16 element to the NPU (or CPU), its INT16 result back
 
 
 @dataclass(frozen=True)
