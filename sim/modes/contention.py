@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import pairwise
 
 __all__ = ["CAUSES", "Interference", "finish_time", "overlap"]
 
@@ -34,7 +33,7 @@ __all__ = ["CAUSES", "Interference", "finish_time", "overlap"]
 CAUSES = ("pim-compute", "pim-nonlinear")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Interference:
     """Work that takes resources of the NPU's verification from ``start`` to ``end``.
 
@@ -84,25 +83,34 @@ def finish_time(
     served : seconds the NPU and the bus spent serving the PIM inside ``[start, end]``.
     """
     relevant = [item for item in interference if item.end > start and item.end > item.start]
-    points = sorted({start, *(max(start, i.start) for i in relevant), *(i.end for i in relevant)})
-    remaining = nominal
     lost = dict.fromkeys(CAUSES, 0.0)
-    served = 0.0
-    bounds = [*points, math.inf]
-    for a, b in pairwise(bounds):
-        active = [i for i in relevant if i.start <= a and i.end >= b]
-        rates = [(i, i.rate(memory_bound)) for i in active]
-        total = sum(rate for _, rate in rates)
-        speed = max(0.0, 1.0 - total)
-        scale = 1.0 / total if total > 1.0 else 1.0
-        if speed > 0.0 and remaining <= (b - a) * speed:
-            span = remaining / speed
+    if not relevant:
+        return start + nominal, lost, 0.0
+    # Sweep the interval ends in time order; between two of them the active set is fixed.
+    edges = sorted(
+        [(max(start, item.start), 1, n) for n, item in enumerate(relevant)]
+        + [(item.end, 0, n) for n, item in enumerate(relevant)]
+    )
+    rates = [item.rate(memory_bound) for item in relevant]
+    active: set[int] = set()
+    remaining, served, at = nominal, 0.0, start
+    for time, opens, n in [*edges, (math.inf, 0, -1)]:
+        if time > at:
+            total = sum(rates[k] for k in active)
+            speed = max(0.0, 1.0 - total)
+            scale = 1.0 / total if total > 1.0 else 1.0
+            span = time - at
+            if speed > 0.0 and remaining <= span * speed:
+                span = remaining / speed
+            for k in active:
+                lost[relevant[k].cause] += rates[k] * scale * span
+                served += relevant[k].serve_share * span
+            if at + span < time or time == math.inf:
+                return at + span, lost, served
+            remaining -= span * speed
+            at = time
+        if opens:
+            active.add(n)
         else:
-            span = b - a
-        for item, rate in rates:
-            lost[item.cause] += rate * scale * span
-            served += item.serve_share * span
-        if span < b - a or b == math.inf:
-            return a + span, lost, served
-        remaining -= span * speed
+            active.discard(n)
     raise AssertionError("unreachable: the last segment is unbounded")

@@ -83,6 +83,7 @@ class NpuPass:
     tokens: int
     energy_j: float
     lost: dict = field(default_factory=dict)
+    scheduled_with: int = 0  # interference items known when its end was last computed
 
 
 class AsyncRun(RunState):
@@ -124,6 +125,7 @@ class AsyncRun(RunState):
         self.npu_pass: NpuPass | None = None
         self.pass_history: deque[tuple[float, float]] = deque(maxlen=8)
         self.interference: list[Interference] = []
+        self.interference_added = 0  # ever, so a pass knows whether its end may have moved
         self.serving: tuple[float, float, float] | None = None  # the request-making token
         self.feedbacks = 0
         self.clock = self.hardware.pim_clock_hz
@@ -282,6 +284,7 @@ class AsyncRun(RunState):
         duration = cost.seconds + queueing
         link = cost.offload_link_s / duration
         vector = cost.offload_compute_s / duration
+        self.interference_added += 1
         self.interference.append(
             Interference(
                 start,
@@ -304,7 +307,11 @@ class AsyncRun(RunState):
         start, stop, share = self.serving
         self.serving = None
         stop = min(stop, end)
-        inside = sum(overlap(start, stop, a, b) for a, b in self.pass_history)
+        inside = 0.0
+        for begin, finish in reversed(self.pass_history):  # newest first
+            if finish <= start:
+                break
+            inside += overlap(start, stop, begin, finish)
         if self.npu_pass is not None:
             inside += overlap(start, stop, self.npu_pass.start, end)
         outside = max(0.0, (stop - start) - inside) * share
@@ -400,6 +407,7 @@ class AsyncRun(RunState):
         start = self.loop.now + delay
         self.task("pim", "preverify", start, cost, tokens=n)
         if self.shared_memory:  # the TLM ranks serve no host reads while they compute
+            self.interference_added += 1
             self.interference.append(
                 Interference(start, start + cost.seconds, "pim-compute", memory_share=1.0)
             )
@@ -520,6 +528,7 @@ class AsyncRun(RunState):
             self.ctl.tvc_npu_start(l_kv, self.cycles(now))
         self.sample_queue()
         end, _, _ = finish_time(now, cost.seconds, running.memory_bound, self.interference)
+        running.scheduled_with = self.interference_added
         self.loop.at(end, self.npu_check, running)
 
     def npu_check(self, running: NpuPass) -> None:
@@ -528,7 +537,8 @@ class AsyncRun(RunState):
         end, lost, _ = finish_time(
             running.start, running.nominal, running.memory_bound, self.interference
         )
-        if end > self.loop.now:
+        if running.scheduled_with != self.interference_added and end > self.loop.now:
+            running.scheduled_with = self.interference_added
             self.loop.at(end, self.npu_check, running)
             return
         self.npu_pass = None
