@@ -27,11 +27,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ahasd.errors import UserError
+from ahasd.params import TVCParams
 
 __all__ = [
     "BUILTIN_SPEC_DIR",
     "DEVICE_KINDS",
     "DEVICE_SETTINGS",
+    "MEMORY_SHARING",
+    "NONLINEAR_WITHOUT_AAU",
     "SPEC_VALUE_MAX",
     "SPEC_VALUE_MIN",
     "DeviceSpec",
@@ -94,6 +97,9 @@ class DeviceSpec:
     sync_latency_s: float | None = _help("Operator-level GPU/PIM hand-off latency (s).")
     nonlinear_elements_per_s: float | None = _help("CPU: nonlinear elements per second.")
     transfer_latency_s: float | None = _help("CPU: latency of one PIM-to-CPU round trip (s).")
+    pim_request_latency_s: float | None = _help(
+        "NPU: hand-off latency of one nonlinear request from a PIM without AAU (s)."
+    )
     sources: tuple[tuple[str, Sourced], ...] = _help("(field, Sourced) for every number.", ())
 
 
@@ -175,7 +181,13 @@ class PairSpec:
 
 _DEVICE_INT_FIELDS = {"units", "draft_ranks", "aau_elements_per_cycle", "switch_cycles"}
 # Fields that may legitimately be zero (a PIM without AAU, no switch cost, no static power).
-_ZERO_OK = {"aau_elements_per_cycle", "switch_cycles", "sync_latency_s", "transfer_latency_s"}
+_ZERO_OK = {
+    "aau_elements_per_cycle",
+    "switch_cycles",
+    "sync_latency_s",
+    "transfer_latency_s",
+    "pim_request_latency_s",
+}
 _REQUIRED_BY_KIND = {
     "npu": ("clock_hz", "matrix_macs_per_s", "vector_ops_per_s", "memory_bandwidth"),
     "gpu": ("clock_hz", "matrix_macs_per_s", "vector_ops_per_s", "memory_bandwidth"),
@@ -432,6 +444,12 @@ def field_default(settings_class, name: str):
 # defaults are the RunSettings defaults.
 DEVICE_SETTINGS = {"npu": "npu", "pim": "pim", "cpu": "cpu", "gpu": "gpu", "specpim_pim": "pim"}
 
+# Where a PIM without AAU sends its nonlinear operators (RunSettings.nonlinear_without_aau).
+NONLINEAR_WITHOUT_AAU = ("npu", "host")
+# How the NPU's memory relates to the PIM's (RunSettings.memory_sharing).
+MEMORY_SHARING = ("shared", "separate")
+_CHOICES = {"nonlinear_without_aau": NONLINEAR_WITHOUT_AAU, "memory_sharing": MEMORY_SHARING}
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -459,8 +477,22 @@ class RunSettings:
     target_model: str | None = _help("Override of the pair's target model.", None)
     specpim_planned_draft: int = _help("Draft length SpecPIM's split is balanced for.", 4)
     draft_queue_tokens: int = _help("Unverified-draft budget of the draft queue (tokens).", 64)
-    tvc_ratio_bits: int = _help("TVC table entry width (spec: 32, UQ24.8).", 32)
-    tvc_cycle_bits: int = _help("TVC cycle-count width (spec: 32).", 32)
+    # Spec 2.2: UQ32.8 ratios and 40-bit cycle figures. Interim: the RTL's register map
+    # still holds 32-bit fields, so TVCParams() keeps 32 until its wide registers land.
+    tvc_ratio_bits: int = _help("TVC table entry width (UQ(bits-F).F ratios; spec 2.2: 40).", 40)
+    tvc_cycle_bits: int = _help("TVC cycle-count width (spec 2.2: 40).", 40)
+    nonlinear_without_aau: str = _help(
+        "Where a PIM without AAU computes its nonlinear operators: 'npu' (the NPU's vector "
+        "unit, activations over the off-chip bus, in contention with the verification; paper "
+        "4.1) or 'host' (the host CPU, nothing contends).",
+        "npu",
+    )
+    memory_sharing: str = _help(
+        "'shared': the NPU streams the target's weights and KV cache from the LPDDR5 ranks "
+        "the PIM computes in, over the off-chip bus the PIM's requests use too (spec 4); "
+        "'separate': NPU and PIM have memories of their own (the authors' artifact).",
+        "shared",
+    )
     spec_dirs: tuple[str, ...] = _help("Extra spec directories (later wins).", ())
     record_timeline: bool = _help("Keep every device task for the Chrome trace.", False)
 
@@ -481,6 +513,12 @@ class RunSettings:
             if isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= 48:
                 raise UserError(
                     f"{name.replace('_', '-')} must be an integer in 16..48, not {value!r}"
+                )
+        for name, choices in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                raise UserError(
+                    f"{name.replace('_', '-')} must be one of {', '.join(choices)}, not {value!r}"
                 )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise UserError(f"seed must be a non-negative integer, not {self.seed!r}")

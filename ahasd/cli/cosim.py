@@ -33,6 +33,7 @@ from ahasd.errors import UserError
 from ahasd.output import OutputSet, check_folder
 from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
+from ahasd.sim.modes import check_tvc_widths_for_runs
 
 __all__ = ["COSIM_FILES", "COSIM_SCHEMA", "register", "run_name"]
 
@@ -105,6 +106,7 @@ def _cosim(args) -> int:
     check_devices(library, settings)
     if args.check and args.rtl_latency:
         raise UserError("--check compares with the golden timing: drop --rtl-latency")
+    check_tvc_widths_for_runs([settings], library)  # a TVC that would saturate: refuse now
     build_root = check_build_root(args.build_dir)
     if args.out is not None:
         check_folder(args.out, option="--out", files=COSIM_FILES)

@@ -44,9 +44,16 @@ from ahasd.errors import UserError
 from ahasd.output import Journal, OutputSet, check_folder
 from ahasd.params import TVCParams
 from ahasd.sim import policies, report
-from ahasd.sim.config import DEVICE_SETTINGS, RunSettings, field_default, load_library
+from ahasd.sim.config import (
+    DEVICE_SETTINGS,
+    MEMORY_SHARING,
+    NONLINEAR_WITHOUT_AAU,
+    RunSettings,
+    field_default,
+    load_library,
+)
 from ahasd.sim.grid import GRIDS, PAPER_GRID
-from ahasd.sim.modes import MODE_TABLE, MODES, find_mode, simulate
+from ahasd.sim.modes import MODE_TABLE, MODES, check_tvc_widths_for_runs, find_mode, simulate
 from ahasd.sim.phone import (
     PHONE_MODE_TABLE,
     PHONE_MODES,
@@ -272,6 +279,20 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
         default=default("tvc_cycle_bits"),
         help=f"TVC cycle-count width, 16..48 bits (default: {default('tvc_cycle_bits')})",
     )
+    parser.add_argument(
+        "--nonlinear-without-aau",
+        choices=NONLINEAR_WITHOUT_AAU,
+        default=default("nonlinear_without_aau"),
+        help="where pim-async sends the PIM's nonlinear operators: the NPU's vector unit "
+        f"or the host CPU ({default('nonlinear_without_aau')})",
+    )
+    parser.add_argument(
+        "--memory-sharing",
+        choices=MEMORY_SHARING,
+        default=default("memory_sharing"),
+        help="NPU and PIM share the LPDDR5 ranks and bus, or have memories of their own "
+        f"({default('memory_sharing')})",
+    )
 
 
 def _add_phone_options(parser: argparse.ArgumentParser) -> None:
@@ -471,6 +492,8 @@ def _base_settings(args, **extra) -> dict:
         "specpim_planned_draft": args.specpim_planned_draft,
         "tvc_ratio_bits": args.tvc_ratio_bits,
         "tvc_cycle_bits": args.tvc_cycle_bits,
+        "nonlinear_without_aau": args.nonlinear_without_aau,
+        "memory_sharing": args.memory_sharing,
         "spec_dirs": tuple(str(Path(d).resolve()) for d in args.spec_dir),
         **extra,
     }
@@ -755,6 +778,7 @@ def _sweep(args) -> int:
         for mode in modes
     ]
     check_devices(library, grid[0])
+    check_tvc_widths_for_runs(grid, library)  # before anything runs: a refusal writes nothing
     for trace in traces:  # fail on a bad or short trace before running anything
         for pair in pairs:
             resolve_trace(trace, library.pair(pair).preset, args.tokens, args.seeds[0])
