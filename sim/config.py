@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ahasd.errors import UserError
-from ahasd.params import TVCParams
 
 __all__ = [
     "BUILTIN_SPEC_DIR",
