@@ -47,6 +47,7 @@ __all__ = [
     "DEVICE_KINDS",
     "DEVICE_SETTINGS",
     "MEMORY_SHARING",
+    "NONLINEAR_WITHOUT_AAU",
     "PLATFORM_KIND",
     "SPEC_VALUE_MAX",
     "SPEC_VALUE_MIN",
@@ -143,6 +144,9 @@ class DeviceSpec:
         "in host memory and stream over this link on every pass; without it capacity is "
         "reported, not enforced."
     )
+    pim_request_latency_s: float | None = _help(
+        "NPU: hand-off latency of one nonlinear request from a PIM without AAU (s)."
+    )
     sources: tuple[tuple[str, Sourced], ...] = _help("(field, Sourced) for every number.", ())
 
 
@@ -225,7 +229,13 @@ class PairSpec:
 _DEVICE_INT_FIELDS = {"units", "draft_ranks", "aau_elements_per_cycle", "switch_cycles"}
 _DEVICE_TEXT_FIELDS = ("name", "kind", "description", "sources")
 # Fields that may legitimately be zero (a PIM without AAU, no switch cost, no static power).
-_ZERO_OK = {"aau_elements_per_cycle", "switch_cycles", "sync_latency_s", "transfer_latency_s"}
+_ZERO_OK = {
+    "aau_elements_per_cycle",
+    "switch_cycles",
+    "sync_latency_s",
+    "transfer_latency_s",
+    "pim_request_latency_s",
+}
 _REQUIRED_BY_KIND = {
     "npu": ("clock_hz", "matrix_macs_per_s", "vector_ops_per_s", "memory_bandwidth"),
     "gpu": ("clock_hz", "matrix_macs_per_s", "vector_ops_per_s", "memory_bandwidth"),
@@ -640,6 +650,12 @@ def _role_help(role: str, used: str) -> str:
     return f"{role} device ({used}); None = the platform's."
 
 
+# Where a PIM without AAU sends its nonlinear operators (RunSettings.nonlinear_without_aau).
+NONLINEAR_WITHOUT_AAU = ("npu", "host")
+# memory_sharing (MEMORY_SHARING) may be None, "the platform's": checked on its own.
+_CHOICES = {"nonlinear_without_aau": NONLINEAR_WITHOUT_AAU}
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """One simulated configuration (what ``ahasd simulate`` takes on its command line).
@@ -673,16 +689,26 @@ class RunSettings:
     gpu: str | None = _help(_role_help("GPU", "gpu-only, specpim"), None)
     specpim_pim: str | None = _help(_role_help("SpecPIM's PIM", "specpim"), None)
     memory_sharing: str | None = _help(
-        "shared | separate: whether the NPU's weight stream and the PIM's compute share the "
-        "LPDDR5 ranks; None = the platform's.",
+        "'shared': the NPU streams the target's weights and KV cache from the LPDDR5 ranks "
+        "the PIM computes in, over the off-chip bus the PIM's requests use too (spec 4); "
+        "'separate': NPU and PIM have memories of their own (the authors' artifact); None = "
+        "the platform's.",
         None,
     )
     draft_model: str | None = _help("Override of the pair's draft model.", None)
     target_model: str | None = _help("Override of the pair's target model.", None)
     specpim_planned_draft: int = _help("Draft length SpecPIM's split is balanced for.", 4)
     draft_queue_tokens: int = _help("Unverified-draft budget of the draft queue (tokens).", 64)
-    tvc_ratio_bits: int = _help("TVC table entry width (spec: 32, UQ24.8).", 32)
-    tvc_cycle_bits: int = _help("TVC cycle-count width (spec: 32).", 32)
+    # Spec 2.2: UQ32.8 ratios and 40-bit cycle figures. Interim: the RTL's register map
+    # still holds 32-bit fields, so TVCParams() keeps 32 until its wide registers land.
+    tvc_ratio_bits: int = _help("TVC table entry width (UQ(bits-F).F ratios; spec 2.2: 40).", 40)
+    tvc_cycle_bits: int = _help("TVC cycle-count width (spec 2.2: 40).", 40)
+    nonlinear_without_aau: str = _help(
+        "Where a PIM without AAU computes its nonlinear operators: 'npu' (the NPU's vector "
+        "unit, activations over the off-chip bus, in contention with the verification; paper "
+        "4.1) or 'host' (the host CPU, nothing contends).",
+        "npu",
+    )
     spec_overrides: tuple[tuple[str, float], ...] = _help(
         "(path, value) overrides of spec-file numbers: devices.NAME.FIELD, power.NAME.FIELD, "
         "models.NAME.FIELD; NAME may be @ROLE (@npu, @pim, @cpu, @gpu, @specpim_pim) for the "
@@ -714,6 +740,12 @@ class RunSettings:
             if isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= 48:
                 raise UserError(
                     f"{name.replace('_', '-')} must be an integer in 16..48, not {value!r}"
+                )
+        for name, choices in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                raise UserError(
+                    f"{name.replace('_', '-')} must be one of {', '.join(choices)}, not {value!r}"
                 )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise UserError(f"seed must be a non-negative integer, not {self.seed!r}")

@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 from ahasd.cli.simulate import (
+    RUN_SCHEMA,
     RUN_TABLE,
     add_run_options,
     add_system_options,
@@ -29,10 +30,17 @@ from ahasd.cli.simulate import (
     run_settings,
 )
 from ahasd.errors import UserError
+from ahasd.output import OutputSet, check_folder
 from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
+from ahasd.sim.modes import check_tvc_widths_for_runs
 
-__all__ = ["register", "run_name"]
+__all__ = ["COSIM_FILES", "COSIM_SCHEMA", "register", "run_name"]
+
+#: The ``schema`` of ``cosim --json`` (docs/json.md): a run's keys plus ``cosim``.
+COSIM_SCHEMA = "ahasd-cosim-run/1"
+#: What ``--out DIR`` holds after a run, all written together or none.
+COSIM_FILES = ("summary.json", "cosim.json", "decisions.json")
 
 
 def register(subparsers) -> None:
@@ -55,7 +63,10 @@ def register(subparsers) -> None:
         "--check", action="store_true", help="compare with the golden controller (exit 1 if not)"
     )
     cos.add_argument(
-        "--build-dir", type=Path, default=Path("build/cosim"), help="build root (build/cosim)"
+        "--build-dir",
+        type=Path,
+        default=Path("build/cosim"),
+        help="build root (default: build/cosim)",
     )
     cos.set_defaults(func=_cosim)
 
@@ -95,7 +106,10 @@ def _cosim(args) -> int:
     check_devices(library, settings)
     if args.check and args.rtl_latency:
         raise UserError("--check compares with the golden timing: drop --rtl-latency")
+    check_tvc_widths_for_runs([settings], library)  # a TVC that would saturate: refuse now
     build_root = check_build_root(args.build_dir)
+    if args.out is not None:
+        check_folder(args.out, option="--out", files=COSIM_FILES)
     name = run_name(settings, args.rtl_latency)
     run = run_cosim(
         {"settings": settings_to_dict(settings), "feedback": args.rtl_latency},
@@ -116,11 +130,13 @@ def _cosim(args) -> int:
         stats["first_divergence"] = divergence
         status = 0 if stats["identical"] else 1
     if args.out is not None:
-        report.write_json(args.out / "summary.json", summary)
-        report.write_json(args.out / "cosim.json", stats)
-        report.write_json(args.out / "decisions.json", result["log"])
+        outputs = OutputSet(option="--out")
+        outputs.add(args.out / "summary.json", report.json_text({"schema": RUN_SCHEMA, **summary}))
+        outputs.add(args.out / "cosim.json", report.json_text(stats))
+        outputs.add(args.out / "decisions.json", report.json_text(result["log"]))
+        outputs.commit()
     if args.json:
-        print(json.dumps({**summary, "cosim": stats}))
+        print(json.dumps({"schema": COSIM_SCHEMA, **summary, "cosim": stats}))
         return status
     print(report.format_table([summary], RUN_TABLE))
     print()

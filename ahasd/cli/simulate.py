@@ -49,6 +49,7 @@ from ahasd.sim.config import (
     DEFAULT_PLATFORM,
     DEVICE_SETTINGS,
     MEMORY_SHARING,
+    NONLINEAR_WITHOUT_AAU,
     RunSettings,
     controller_params,
     field_default,
@@ -56,7 +57,7 @@ from ahasd.sim.config import (
     resolve,
 )
 from ahasd.sim.grid import GRIDS, PAPER_GRID
-from ahasd.sim.modes import MODE_TABLE, MODES, find_mode, simulate
+from ahasd.sim.modes import MODE_TABLE, MODES, check_tvc_widths_for_runs, find_mode, simulate
 from ahasd.sim.phone import (
     PHONE_MODE_TABLE,
     PHONE_MODES,
@@ -267,7 +268,8 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
     parser.add_argument(
         "--memory-sharing",
         choices=MEMORY_SHARING,
-        help="NPU stream and PIM compute on the same ranks or not (default: the platform's)",
+        help="NPU and PIM share the LPDDR5 ranks and bus, or have memories of their own "
+        "(default: the platform's)",
     )
     parser.add_argument(
         "--spec-override",
@@ -309,6 +311,13 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
         type=int,
         default=default("tvc_cycle_bits"),
         help=f"TVC cycle-count width, 16..48 bits (default: {default('tvc_cycle_bits')})",
+    )
+    parser.add_argument(
+        "--nonlinear-without-aau",
+        choices=NONLINEAR_WITHOUT_AAU,
+        default=default("nonlinear_without_aau"),
+        help="where pim-async sends the PIM's nonlinear operators: the NPU's vector unit "
+        f"or the host CPU ({default('nonlinear_without_aau')})",
     )
 
 
@@ -556,6 +565,7 @@ def _base_settings(args, **extra) -> dict:
         "specpim_planned_draft": args.specpim_planned_draft,
         "tvc_ratio_bits": args.tvc_ratio_bits,
         "tvc_cycle_bits": args.tvc_cycle_bits,
+        "nonlinear_without_aau": args.nonlinear_without_aau,
         "spec_overrides": parse_assignments(args.spec_override, "--spec-override"),
         "controller_params": parse_assignments(args.controller_param, "--controller-param"),
         "spec_dirs": tuple(str(Path(d).resolve()) for d in args.spec_dir),
@@ -868,6 +878,8 @@ def _sweep(args) -> int:
             checked.add((point.trace, point.pair, point.tokens))
             resolve_trace(point.trace, library.pair(point.pair).preset, point.tokens, point.seed)
         check_devices(library, point)
+    # Before anything runs: a TVC width a configuration would saturate writes nothing.
+    check_tvc_widths_for_runs([resolve(point, library)[0] for point in points], library)
     check_folder(args.out, option="--out")
     rows, simulated = run_sweep(
         points,

@@ -59,6 +59,7 @@ _HARDWARE_FIELDS = (
     "target_model",
     "specpim_planned_draft",
     "memory_sharing",
+    "nonlinear_without_aau",
 )
 
 
@@ -242,7 +243,12 @@ def _assemble_pim_npu(mode: Mode, settings: RunSettings, library: SpecLibrary) -
                     f"{model.name} ({model.weight_bytes_total / 1e9:.1f} GB) exceeds the "
                     f"{ranks} {role} ranks of {pim.name}; modelled as if it fits"
                 )
-    host = {"host": cpu, "host_power": cpu_power}
+    # Without the AAU the PIM's nonlinear operators go to the NPU's vector unit (paper 4.1),
+    # or, as an option, to the host CPU.
+    if settings.nonlinear_without_aau == "npu":
+        host = {"host": npu, "host_power": library.power_of(npu.name)}
+    else:
+        host = {"host": cpu, "host_power": cpu_power}
     pim_draft = executor_for(pim, pim_power, share=draft_share, aau=mode.aau, **host)
     pim_target = executor_for(pim, pim_power, share=1 - draft_share, aau=mode.aau, **host)
     static["pim"] = pim_power.static_w
@@ -283,7 +289,8 @@ _ASSEMBLERS = {
 
 
 def tvc_presets(hardware: Hardware, prompt: int) -> dict[str, int]:
-    """Offline-profiling presets of the TVC tables from the cost model (UQ24.8).
+    """Offline-profiling presets of the TVC tables from the cost model (ratios with
+    ``TVCParams().frac_bits`` fraction bits, not yet fitted to any width).
 
     NVCT from a verification pass of a typical batch, PDCT from one draft token, PVCT from a
     pre-verification pass of the same batch, all at context ``prompt``, in PIM cycles.

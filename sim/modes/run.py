@@ -22,6 +22,7 @@ from ahasd.sim.modes.ladder import AsyncRun
 from ahasd.sim.modes.state import draw_outcomes
 from ahasd.sim.modes.sync import SyncRun
 from ahasd.sim.modes.table import find_mode
+from ahasd.sim.modes.tvc_widths import TVCWidthGuard, check_tvc_widths, run_description
 from ahasd.sim.policies import make_policy
 from ahasd.sim.trace_sources import resolve_trace
 from ahasd.sim.traces import Trace
@@ -83,13 +84,13 @@ def simulate(
     if mode.engine == "sync":
         run = SyncRun(*args)
     else:
+        presets = tvc_presets(hardware, settings.prompt_tokens)
+        guard = None
+        if mode.tvc:  # refuse widths the run would saturate, before it starts and while it runs
+            check_tvc_widths(settings, hardware, presets)
+            guard = TVCWidthGuard(tvc_params, presets, run_description(settings, hardware))
         if controller is None:
-            controller = GoldenController(
-                edc_params,
-                tvc_params,
-                gtsu_params,
-                tvc_presets=tvc_presets(hardware, settings.prompt_tokens),
-            )
+            controller = GoldenController(edc_params, tvc_params, gtsu_params, tvc_presets=presets)
         efix = [entropy_to_fixed(min(h, 15.0)) for h in trace.draft_entropy.tolist()]
         run = AsyncRun(
             *args,
@@ -98,6 +99,7 @@ def simulate(
             efix=efix,
             max_batches=edc_params.llr_max,
             max_batch=(1 << edc_params.length_bits) - 1,
+            tvc_guard=guard,
         )
     run.start()
     loop.run()

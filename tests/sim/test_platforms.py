@@ -13,6 +13,7 @@ from ahasd.sim.config import (
     BUILTIN_SPEC_DIR,
     RunSettings,
     controller_params,
+    field_default,
     load_library,
     resolve,
 )
@@ -272,7 +273,8 @@ def test_controller_parameters_reach_the_controller_and_bad_ones_are_refused():
     edc, tvc, gtsu = controller_params(
         _settings("ahasd", controller_params=(("edc.llr_bits", 2), ("gtsu.t_on", 8)))
     )
-    assert (edc.llr_bits, edc.llr_max, gtsu.t_on, tvc.ratio_bits) == (2, 3, 8, 32)
+    assert (edc.llr_bits, edc.llr_max, gtsu.t_on) == (2, 3, 8)
+    assert tvc.ratio_bits == field_default(RunSettings, "tvc_ratio_bits")  # not overridden
     with pytest.raises(UserError, match=r"unknown controller parameter 'edc\.llr_bitz'"):
         controller_params(_settings("ahasd", controller_params=(("edc.llr_bitz", 2),)))
     with pytest.raises(UserError, match="llr_bits"):
