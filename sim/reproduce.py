@@ -859,7 +859,8 @@ def regime_figure(study: Study, table: dict[str, list[list[float]]]):
         image = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, origin="lower")
         for i, row in enumerate(table[label]):
             for j, value in enumerate(row):
-                ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=7)
+                label = f"{value:.3g}" if math.isfinite(value) else "refused"
+                ax.text(j, i, label, ha="center", va="center", fontsize=7)
         ax.set_xticks(
             range(len(config.regime_pim_scale)), [f"x{s:g}" for s in config.regime_pim_scale]
         )
