@@ -25,6 +25,7 @@ import concurrent.futures
 import dataclasses
 import datetime
 import fcntl
+import functools
 import hashlib
 import itertools
 import json
@@ -36,6 +37,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import ahasd
+from ahasd import golden
 from ahasd.errors import UserError
 from ahasd.output import Journal, check_folder
 from ahasd.sim.config import (
@@ -267,13 +269,32 @@ def run_identity(settings: RunSettings, library: SpecLibrary) -> dict:
         specs["controller"] = [p.as_dict() for p in controller_params(resolved)]
     config_hash = _digest({"settings": config, "specs": specs})
     trace_hash = _trace_hash(resolved, pair.preset)
-    version = ahasd.__version__
+    version = model_version()
     return {
         "run_id": _digest([config_hash, trace_hash, version]),
         "config_hash": config_hash,
         "trace_hash": trace_hash,
         "version": version,
     }
+
+
+@functools.cache
+def model_version() -> str:
+    """The tool version plus a digest of the code a run's result depends on.
+
+    ``ahasd.__version__`` alone would let a resumed sweep reuse rows an edited model would
+    now compute differently; the digest covers the source of the system model, the golden
+    models and the shared parameters (``+`` and 12 hex digits, e.g. ``0.1.0+3f2a...``).
+    """
+    root = Path(ahasd.__file__).parent
+    packages = (Path(__file__).parent, Path(golden.__file__).parent)
+    files = sorted(p for package in packages for p in package.rglob("*.py"))
+    files += [root / "params.py", root / "errors.py"]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return f"{ahasd.__version__}+{digest.hexdigest()[:12]}"
 
 
 def _digest(obj) -> str:

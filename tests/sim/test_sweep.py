@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import ahasd
 from ahasd.cli import main
 from ahasd.errors import UserError
 from ahasd.sim.config import BUILTIN_SPEC_DIR, RunSettings, load_library
@@ -92,7 +94,7 @@ mode = ["npu-only", "gpu-only"]
     assert len(rows) == 8
     for row in rows:
         assert {"run_id", "config_hash", "trace_hash", "version", "scenario"} <= set(row)
-        assert row["version"] == "0.1.0"
+        assert re.fullmatch(re.escape(ahasd.__version__) + r"\+[0-9a-f]{12}", row["version"])
     npu = [r for r in rows if r["mode"] == "npu-only"]
     gpu = [r for r in rows if r["mode"] == "gpu-only"]
     assert len({r["config_hash"] for r in npu}) == 4  # bandwidth x platform all differ
@@ -255,3 +257,24 @@ def test_a_run_the_model_refuses_is_kept_as_an_error_row_and_not_retried(tmp_pat
     assert main(["report", "--results", str(tmp_path / "sweep"), "--json"]) == 0
     ablation = json.loads(capsys.readouterr().out)["ablation"]
     assert [row["mode"] for row in ablation] == ["npu-only"]
+
+
+def test_the_version_in_a_row_changes_with_the_model_source(monkeypatch):
+    """A resumed sweep must not reuse rows of an edited model: the digest covers its code."""
+    from ahasd.sim import sweep
+
+    before = sweep.model_version()
+    original = Path.read_bytes
+
+    def edited(path):
+        data = original(path)
+        return data + b"\n# edited" if path.name == "ladder.py" else data
+
+    monkeypatch.setattr(Path, "read_bytes", edited)
+    sweep.model_version.cache_clear()
+    try:
+        assert sweep.model_version() != before
+    finally:
+        monkeypatch.undo()
+        sweep.model_version.cache_clear()
+    assert sweep.model_version() == before
