@@ -397,13 +397,27 @@ def write_c_header(path: Path, params: TopParams | None = None) -> None:
 
 
 def write_html(folder: Path, params: TopParams | None = None) -> None:
-    """The HTML register map (peakrdl-html) into ``folder`` (``index.html`` and its assets)."""
+    """The HTML register map (peakrdl-html) into ``folder`` (``index.html`` and its assets).
+
+    peakrdl-html stamps ``index.html`` with the build time (to defeat browser caches); the
+    stamp is replaced by one derived from the map's data files, so that the same map gives
+    the same files (and a changed map still a new stamp).
+    """
+    import hashlib
+    import re
+
     from peakrdl_html import HTMLExporter
 
-    HTMLExporter().export(
-        register_map(params).root.top,
-        str(folder),
-        generate_source_links=False,
-        extra_doc_properties=["buffer_writes", "buffer_reads"],
-        title="AHASD controller registers",
+    exporter = HTMLExporter(
+        generate_source_links=False, extra_doc_properties=["buffer_writes", "buffer_reads"]
     )
+    exporter.export(register_map(params).root.top, str(folder), title="AHASD controller registers")
+    digest = hashlib.sha1()
+    for path in sorted(Path(folder).glob("data/*")):
+        digest.update(path.read_bytes())
+    stamp = str(int(digest.hexdigest()[:8], 16))
+    index = Path(folder) / "index.html"
+    text = index.read_text()
+    found = re.search(r"BUILD_TS = (\d+);", text)
+    if found:
+        index.write_text(text.replace(found.group(1), stamp))

@@ -1,6 +1,8 @@
 """``ahasd verilog`` and ``ahasd area``: the hardware blocks' Verilog and synthesis area.
 
-- ``verilog`` generates and lints the Verilog of every block (or the named ones);
+- ``verilog`` generates and lints the Verilog of every block (or the named ones) and, with
+  the controller top, writes its C header (``ahasd_controller.h``) and HTML register map
+  (``regmap_html/``) beside it;
 - ``area`` synthesises them onto sky130 cells and prints (or writes into a document) the
   table of cells, flip-flops, logic depth and area.
 """
@@ -15,9 +17,21 @@ from ahasd.errors import UserError
 from ahasd.hw.blocks import BLOCKS, lookup
 from ahasd.hw.verilog import convert, lint, write_if_changed
 
-__all__ = ["AREA_BEGIN", "AREA_END", "DEFAULT_OUT", "register", "run", "run_area"]
+__all__ = [
+    "AREA_BEGIN",
+    "AREA_END",
+    "C_HEADER",
+    "DEFAULT_OUT",
+    "HTML_FOLDER",
+    "register",
+    "run",
+    "run_area",
+    "write_register_outputs",
+]
 
 DEFAULT_OUT = Path("build/verilog")
+C_HEADER = "ahasd_controller.h"
+HTML_FOLDER = "regmap_html"
 
 
 def register(subparsers) -> None:
@@ -26,7 +40,8 @@ def register(subparsers) -> None:
         "verilog",
         help="generate and lint the Verilog of the hardware blocks",
         description="Write one .v per block (default parameters) and lint it with "
-        "verilator --lint-only -Wall. Exit 1 on lint errors, 2 on an unknown block.",
+        "verilator --lint-only -Wall; with the top, also its C header (ahasd_controller.h) "
+        "and HTML register map (regmap_html/). Exit 1 on lint errors, 2 on an unknown block.",
     )
     parser.add_argument(
         "blocks",
@@ -99,5 +114,32 @@ def run(args: argparse.Namespace) -> int:
         if not result.ok:
             failures += 1
             print(result.output, file=sys.stderr)
+        if block.name == "top":
+            header, html = write_register_outputs(args.out)
+            print(f"{'':10s} {header}, {html / 'index.html'}  (register map of hw/regmap.rdl)")
     print(f"Verilog of {len(blocks)} block(s) in {args.out.resolve()}")
     return 1 if failures else 0
+
+
+def write_register_outputs(out: Path) -> tuple[Path, Path]:
+    """The top's C header and HTML register map (default parameters) into ``out``; a file
+    whose text did not change keeps its mtime. Returns the header and the HTML folder."""
+    import tempfile
+
+    from ahasd.regmap import write_c_header, write_html
+
+    header = out / C_HEADER
+    html = out / HTML_FOLDER
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder)
+        write_c_header(scratch / C_HEADER)
+        write_if_changed(header, (scratch / C_HEADER).read_text())
+        write_html(scratch / HTML_FOLDER)
+        for source in sorted((scratch / HTML_FOLDER).rglob("*")):
+            if source.is_file():
+                target = html / source.relative_to(scratch / HTML_FOLDER)
+                data = source.read_bytes()
+                if not target.exists() or target.read_bytes() != data:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(data)
+    return header, html

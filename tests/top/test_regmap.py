@@ -121,3 +121,65 @@ def test_regmap_is_an_ahasd_subcommand():
     from ahasd.cli import COMMAND_MODULES
 
     assert "ahasd.cli.regmap" in COMMAND_MODULES
+
+
+# A firmware file that uses every kind of macro the header defines, and the register struct:
+# it must compile cleanly, and its static asserts pin the layout to the map's addresses.
+FIRMWARE = r"""
+#include <stddef.h>
+#include <stdint.h>
+#include "ahasd_controller.h"
+
+static_assert(offsetof(ahasd_controller_t, IRQ_STATUS) == 0x014, "IRQ_STATUS");
+static_assert(offsetof(ahasd_controller_t, TVC_NCR) == 0x088, "TVC_NCR");
+static_assert(offsetof(ahasd_controller_t, TVC_PVCT) == 0x600, "TVC_PVCT");
+static_assert(AHASD_CONTROLLER__TVC_NCR__NCR_bw == 40, "NCR width");
+static_assert(AHASD_CONTROLLER__TVC_PVCT__RATIO_bm == 0xffffffffffULL, "ratio mask");
+
+/* Bring-up steps of docs/integration.md, on a register block at `regs`. */
+uint32_t bring_up(volatile ahasd_controller_t *regs, uint64_t pvct) {
+    /* 32-bit words of a 64-bit register: from the base and offsetof (the struct is packed,
+       so &regs->TVC_PVCT[0] would be an unaligned-pointer warning). */
+    volatile uint32_t *entry = (volatile uint32_t *)((uintptr_t)regs
+        + offsetof(ahasd_controller_t, TVC_PVCT));
+    entry[0] = (uint32_t)pvct;          /* low word: buffered */
+    entry[1] = (uint32_t)(pvct >> 32);  /* high word: writes the entry whole */
+    regs->EDC_HMAX = (40960u << AHASD_CONTROLLER__EDC_HMAX__HMAX_bp)
+        & AHASD_CONTROLLER__EDC_HMAX__HMAX_bm;
+    regs->IRQ_ENABLE = AHASD_CONTROLLER__IRQ_ENABLE__PREVERIFY_bm;
+    uint32_t status = regs->IRQ_STATUS;
+    regs->IRQ_STATUS = status;  /* write 1 to clear */
+    return (regs->ID == AHASD_CONTROLLER__ID__ID_reset) ? status : 0;
+}
+"""
+
+
+def test_c_header_compiles_and_matches_the_map(tmp_path):
+    import shutil
+    import subprocess
+
+    from ahasd.cli.hw import C_HEADER, write_register_outputs
+
+    gcc = shutil.which("gcc")
+    assert gcc, "gcc is needed (the README lists a C/C++ compiler among the requirements)"
+    header, html = write_register_outputs(tmp_path)
+    assert header.name == C_HEADER
+    assert (html / "index.html").is_file()
+    source = tmp_path / "firmware.c"
+    source.write_text(FIRMWARE)
+    done = subprocess.run(
+        [gcc, "-Wall", "-Werror", "-std=c11", "-c", str(source), "-o", str(tmp_path / "fw.o")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # Unchanged outputs keep their mtimes (downstream builds stay cached).
+    import os
+
+    os.utime(header, (1_000_000, 1_000_000))
+    os.utime(html / "index.html", (1_000_000, 1_000_000))
+    write_register_outputs(tmp_path)
+    assert header.stat().st_mtime == 1_000_000
+    assert (html / "index.html").stat().st_mtime == 1_000_000
