@@ -220,6 +220,7 @@ class RTLController:
             await top.bus.write(self.clock, "IRQ_ENABLE", causes, HANDSHAKE_LIMIT)
         top.gtsu.request_draft(1)
         await self._await_switch(Task.DRAFT)
+        await self.clock.next()  # out of the read-only phase the wait ended in
         self.switch_base = await top.bus.read(self.clock, "GTSU_SWITCHES", HANDSHAKE_LIMIT)
         self.clocked_before_run = self.clock.clocked
 
