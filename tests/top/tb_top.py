@@ -744,9 +744,11 @@ class TB:
         reg = regmap.get(name) if isinstance(name, str) else None
         addresses = reg.word_addresses if reg else (name,)
         label = reg.name if reg else hex(name)
-        strong = kind == "write" and label in ("SOFT_RESET", "IRQ_STATUS")
-        if strong:
+        if kind == "write" and label in ("SOFT_RESET", "IRQ_STATUS"):
             await self._settle(edc=True, tvc=True)
+        elif kind == "read" and self.stimulus.rng.random() < 0.8:
+            # Mostly let the blocks it shows settle first, so that the read can be compared.
+            await self._settle(edc=depends_on_edc(label), tvc=depends_on_tvc(label))
         else:
             self.stimulus.hold_edc = depends_on_edc(label)
         for word, address in enumerate(addresses):
@@ -788,6 +790,8 @@ class TB:
         for kind, name, value in script:
             await self.access(kind, name, value)
         self.script_done = True
+        while self.stimulus.stop:  # until the test starts the traffic
+            await self.clock.next()
         while not self.stimulus.stop:
             await self.random_access()
             await self.clock.next(self.stimulus.rng.choice([0, 0, 1, 3, 10]) or 1)

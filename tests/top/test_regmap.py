@@ -183,3 +183,59 @@ def test_c_header_compiles_and_matches_the_map(tmp_path):
     write_register_outputs(tmp_path)
     assert header.stat().st_mtime == 1_000_000
     assert (html / "index.html").stat().st_mtime == 1_000_000
+
+
+def test_golden_controller_bus_rules():
+    # Expected values worked out by hand from the RDL's texts (docs/integration.md).
+    from ahasd.golden.top import GoldenTop
+
+    golden = GoldenTop()
+    assert golden.reg_read("ID") == 0x41485344
+    assert golden.reg_read("VERSION") == 0x0002_0000
+    assert golden.reg_read("EDC_HMAX") == 40960
+    assert golden.reg_read("STATUS") == 0b000100  # GTSU idle and ready
+    # Refused: an unmapped word, a write to a read-only register (nothing changes).
+    assert golden.bus_read(0x01C) == (0, False)
+    assert golden.bus_write(0x000, 0) is False
+    assert golden.bus_write(0x08C, 1) is False  # NCR's high word
+    # A write keeps the field's bits; a byte strobe keeps the other bytes.
+    golden.reg_write("GTSU_T_OFF", 0xFFFF_F402)
+    assert golden.reg_read("GTSU_T_OFF") == 2  # 10 bits
+    assert golden.bus_write(0x0C4, 0x1234_3355, 0b0010)
+    assert golden.reg_read("GTSU_TLM_MASK") == 0x3300  # 0xFF00 with byte 1 := 0x33
+    # 64-bit: the low word waits in the buffer until the high word is written.
+    assert golden.bus_write(0x408, 0x1111_2222)
+    assert golden.reg_read("TVC_PDCT[1]") == 0
+    assert golden.bus_write(0x40C, 0x33)
+    assert golden.reg_read("TVC_PDCT[1]") == 0x33_1111_2222
+    assert golden.tvc.tables["pdct"][1] == 0x33_1111_2222
+    # The high word of NCR is the snapshot its low word's read took.
+    golden.tvc_npu_start(64)
+    for _ in range(10):
+        golden.step(want_draft=False)
+    assert golden.bus_read(0x088) == (10, True)
+    for _ in range(5):
+        golden.step(want_draft=False)
+    assert golden.bus_read(0x08C) == (0, True)
+    assert golden.bus_read(0x088) == (15, True)
+    # An EDC error: its cause rises at the next edge; irq once enabled; write 1 clears.
+    golden.reg_write("EDC_HMAX", 0)
+    assert golden.reg_read("EDC_HMAX") == 40960
+    assert golden.reg_read("ERROR") == 0b001
+    golden.step(want_draft=False)
+    assert golden.reg_read("IRQ_STATUS") == 0b00100
+    assert not golden.irq
+    golden.reg_write("IRQ_ENABLE", 0b00100)
+    assert golden.irq
+    # A clearing write at the edge that sets the cause leaves it set: clear one edge later.
+    golden.reg_write("IRQ_STATUS", 0b00100)
+    assert golden.irq
+    golden.step(want_draft=False)
+    golden.reg_write("IRQ_STATUS", 0)
+    assert golden.reg_read("IRQ_STATUS") == 0b00100
+    golden.reg_write("IRQ_STATUS", 0b00100)
+    assert not golden.irq
+    # Write 1 to pulse: the EDC back to reset (its flag cleared); reads 0.
+    golden.reg_write("SOFT_RESET", 0b001)
+    assert golden.reg_read("ERROR") == 0
+    assert golden.reg_read("SOFT_RESET") == 0
