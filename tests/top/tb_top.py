@@ -430,7 +430,7 @@ class Stimulus:
         hmax = golden.edc.hmax
         llr = golden.edc.llr
         full = golden.edc_refuses_draft()
-        if full and rng.random() < 0.2 and self.edc_settled():
+        if full and rng.random() < 0.5 and self.edc_settled():
             # A DRAFT against a full EDC: it must be refused for a few cycles (then it is
             # withdrawn and the VERIFY that frees a slot goes first).
             length = rng.randrange(1, max_length + 1)
