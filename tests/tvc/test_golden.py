@@ -16,7 +16,7 @@ from ahasd.params import TVCParams
 
 
 def preset(tvc: TVC, nvct: int, pdct: int, pvct: int) -> None:
-    """Fill every entry of each table with the given cycles-per-token ratio (UQ24.8)."""
+    """Fill every entry of each table with the given cycles-per-token ratio (8 fraction bits)."""
     for name, per_token in zip(TABLES, (nvct, pdct, pvct), strict=True):
         for index in range(tvc.params.depth):
             tvc.write(name, index, per_token << 8)
