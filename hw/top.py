@@ -145,16 +145,18 @@ class ControllerTop(wiring.Component):
         edc = EDC(p.edc)
         tvc = TVC(p.tvc)
         gtsu = GTSU(p.gtsu)
+        queues = self._queues
+        bridge = AXI4LiteSubordinate(addr_bits=ADDR_BITS, data_bits=DATA_BITS)
+        # The register file's ports first: a map the blocks do not match stops here.
+        self._bind(m, registers, *self._register_signals(edc, tvc, gtsu, soft_reset))
         m.submodules.edc = DomainRenamer("pim")(ResetInserter({"sync": soft_reset["edc"]})(edc))
         m.submodules.tvc = DomainRenamer("pim")(ResetInserter({"sync": soft_reset["tvc"]})(tvc))
         m.submodules.gtsu = DomainRenamer("pim")(ResetInserter({"sync": soft_reset["gtsu"]})(gtsu))
-        m.submodules.queues = queues = self._queues
-        m.submodules.axi = axi = DomainRenamer("pim")(
-            AXI4LiteSubordinate(addr_bits=ADDR_BITS, data_bits=DATA_BITS)
-        )
+        m.submodules.queues = queues
+        m.submodules.axi = DomainRenamer("pim")(bridge)
         m.submodules.registers = DomainRenamer("pim")(registers)
-        wiring.connect(m, wiring.flipped(self.s_axi), axi.axi)
-        wiring.connect(m, axi.access, registers.access)
+        wiring.connect(m, wiring.flipped(self.s_axi), bridge.axi)
+        wiring.connect(m, bridge.access, registers.access)
         m.d.comb += self.irq.eq(registers.irq)
 
         # Event ports.
@@ -195,10 +197,25 @@ class ControllerTop(wiring.Component):
                 if p.tvc.depth > 1:  # a one-entry table has no index
                     m.d.comb += tvc.rd_index.eq(ports.index[:index_bits])
 
+        # Writes: the EDC's Hmax port, the GTSU's and the TVC's write ports.
+        hmax = registers.edc_hmax.write
+        m.d.comb += [
+            edc.hmax_w.valid.eq(hmax.valid),
+            edc.hmax_w.payload.eq(hmax.payload.hmax),
+            hmax.ready.eq(1),
+        ]
+        self._gtsu_writes(m, registers, gtsu)
+        self._tvc_writes(m, registers, tvc)
+        return m
+
+    def _register_signals(self, edc: EDC, tvc: TVC, gtsu: GTSU, soft_reset: dict):
+        """``(sources, pulses)``: the block signal of every register field the register file
+        reads, and of every pulse it drives, by ``(register, field)``."""
+        p = self.params
+        queues = self._queues
         # A DRAFT held off while the EDC is full (the EDC_LLR register at its maximum).
         event = self.edc_event
-        refusing = Signal()
-        m.d.comb += refusing.eq(
+        refusing = (
             event.valid
             & ~event.ready
             & _equals(event.payload.kind.as_value(), EventKind.DRAFT.value)
@@ -245,18 +262,8 @@ class ControllerTop(wiring.Component):
             ("GTSU_TLM_ENABLE", "enable"): gtsu.tlm_enable,
         }
         pulses = {("SOFT_RESET", name): signal for name, signal in soft_reset.items()}
-        self._bind(m, registers, sources, pulses)
 
-        # Writes: the EDC's Hmax port, the GTSU's and the TVC's write ports.
-        hmax = registers.edc_hmax.write
-        m.d.comb += [
-            edc.hmax_w.valid.eq(hmax.valid),
-            edc.hmax_w.payload.eq(hmax.payload.hmax),
-            hmax.ready.eq(1),
-        ]
-        self._gtsu_writes(m, registers, gtsu)
-        self._tvc_writes(m, registers, tvc)
-        return m
+        return sources, pulses
 
     def _bind(self, m, registers: RegisterFile, sources: dict, pulses: dict) -> None:
         """Connect every port of the register file to its block signal, refusing (with the

@@ -480,3 +480,22 @@ def test_preverify_order_switches_the_gtsu():
         assert ctx.get(dut.want_preverify) == 0
 
     run(body, name="top_preverify")
+
+
+def test_refuses_a_register_map_its_blocks_do_not_match():
+    # A map compiled for 16-bit EDC counters on a top whose EDC counts in 32 bits.
+    import gc
+    import warnings
+
+    from amaranth.hdl import Fragment, UnusedElaboratable
+
+    top = ControllerTop(TopParams())
+    top.regmap = register_map(TopParams(edc=EDCParams(stats_bits=16)))
+    message = r"^register field EDC_DRAFTS.count is 16 bits wide, its signal in the top 32$"
+    # The refused elaboration leaves the blocks it had made unused: that is expected here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ValueError, match=message) as refused:
+            Fragment.get(top, None)
+        del refused, top
+        gc.collect()
