@@ -699,10 +699,13 @@ class RunSettings:
     target_model: str | None = _help("Override of the pair's target model.", None)
     specpim_planned_draft: int = _help("Draft length SpecPIM's split is balanced for.", 4)
     draft_queue_tokens: int = _help("Unverified-draft budget of the draft queue (tokens).", 64)
-    # Spec 2.2: UQ32.8 ratios and 40-bit cycle figures. Interim: the RTL's register map
-    # still holds 32-bit fields, so TVCParams() keeps 32 until its wide registers land.
-    tvc_ratio_bits: int = _help("TVC table entry width (UQ(bits-F).F ratios; spec 2.2: 40).", 40)
-    tvc_cycle_bits: int = _help("TVC cycle-count width (spec 2.2: 40).", 40)
+    tvc_ratio_bits: int = _help(
+        "TVC table entry width (UQ(bits-F).F ratios; default TVCParams().ratio_bits).",
+        TVCParams().ratio_bits,
+    )
+    tvc_cycle_bits: int = _help(
+        "TVC cycle-count width (default TVCParams().cycle_bits).", TVCParams().cycle_bits
+    )
     nonlinear_without_aau: str = _help(
         "Where a PIM without AAU computes its nonlinear operators: 'npu' (the NPU's vector "
         "unit, activations over the off-chip bus, in contention with the verification; paper "

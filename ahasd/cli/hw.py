@@ -1,8 +1,9 @@
 """``ahasd verilog`` and ``ahasd area``: the hardware blocks' Verilog and synthesis area.
 
-- ``verilog`` generates the Verilog of every block (or the named ones), writes the files as
-  one output set (:class:`ahasd.output.OutputSet`: an unchanged file keeps its mtime) and
-  lints each;
+- ``verilog`` generates the Verilog of every block (or the named ones) and, with the
+  controller top, its C header (``ahasd_controller.h``) and HTML register map
+  (``regmap_html/``); writes them as one output set (:class:`ahasd.output.OutputSet`: an
+  unchanged file keeps its mtime) and lints each Verilog file;
 - ``area`` synthesises them onto sky130 cells and prints (or writes into a document) the
   table of cells, flip-flops, logic depth and area. The document is checked (it exists and
   holds the markers) before anything is synthesised.
@@ -19,10 +20,22 @@ from ahasd.hw.blocks import BLOCKS, lookup
 from ahasd.hw.verilog import convert, lint
 from ahasd.output import OutputSet, check_file, check_folder, write_file
 
-__all__ = ["AREA_BEGIN", "AREA_END", "DEFAULT_OUT", "register", "run", "run_area"]
+__all__ = [
+    "AREA_BEGIN",
+    "AREA_END",
+    "C_HEADER",
+    "DEFAULT_OUT",
+    "HTML_FOLDER",
+    "register",
+    "register_outputs",
+    "run",
+    "run_area",
+]
 
 DEFAULT_OUT = Path("build/verilog")
 DEFAULT_AREA_OUT = Path("build/area")
+C_HEADER = "ahasd_controller.h"
+HTML_FOLDER = "regmap_html"
 
 
 def register(subparsers) -> None:
@@ -31,7 +44,8 @@ def register(subparsers) -> None:
         "verilog",
         help="generate and lint the Verilog of the hardware blocks",
         description="Write one .v per block (default parameters) and lint it with "
-        "verilator --lint-only -Wall. Exit 1 on lint errors, 2 on an unknown block.",
+        "verilator --lint-only -Wall; with the top, also its C header (ahasd_controller.h) "
+        "and HTML register map (regmap_html/). Exit 1 on lint errors, 2 on an unknown block.",
     )
     parser.add_argument(
         "blocks",
@@ -110,13 +124,18 @@ def run_area(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``ahasd verilog``: write every block's Verilog as one output set, then lint each
-    file; exit status 1 on lint errors."""
+    """``ahasd verilog``: write every block's Verilog (and the top's register outputs) as one
+    output set, then lint each Verilog file; exit status 1 on lint errors."""
     blocks = [lookup(name) for name in args.blocks] if args.blocks else list(BLOCKS.values())
-    check_folder(args.out, option="--out", files=[f"{block.name}.v" for block in blocks])
+    with_top = any(block.name == "top" for block in blocks)
+    names = [f"{block.name}.v" for block in blocks] + ([C_HEADER] if with_top else [])
+    check_folder(args.out, option="--out", files=names)
     outputs = OutputSet(option="--out")
     for block in blocks:
         outputs.add(args.out / f"{block.name}.v", convert(block))
+    if with_top:
+        for path, data in register_outputs(args.out).items():
+            outputs.add(path, data)
     written = outputs.commit()
     failures = 0
     for block in blocks:
@@ -128,5 +147,29 @@ def run(args: argparse.Namespace) -> int:
         if not result.ok:
             failures += 1
             print(result.output, file=sys.stderr)
+        if block.name == "top":
+            html = args.out / HTML_FOLDER / "index.html"
+            print(f"{'':10s} {args.out / C_HEADER}, {html}  (register map of hw/regmap.rdl)")
     print(f"Verilog of {len(blocks)} block(s) in {args.out.resolve()}")
     return 1 if failures else 0
+
+
+def register_outputs(out: Path) -> dict[Path, bytes]:
+    """The top's C header and HTML register map (default parameters), as the files to write
+    under ``out`` (path -> bytes)."""
+    import tempfile
+
+    from ahasd.regmap import write_c_header, write_html
+
+    files = {}
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder)
+        write_c_header(scratch / C_HEADER)
+        files[out / C_HEADER] = (scratch / C_HEADER).read_bytes()
+        write_html(scratch / HTML_FOLDER)
+        for source in sorted((scratch / HTML_FOLDER).rglob("*")):
+            if source.is_file():
+                files[out / HTML_FOLDER / source.relative_to(scratch / HTML_FOLDER)] = (
+                    source.read_bytes()
+                )
+    return files
