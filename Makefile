@@ -13,7 +13,7 @@ TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(TEST_EXTRAS))
 help:
 	@echo "make run    Verilog of every block, then the paper grid on the built-in traces and its report"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
-	@echo "make area   synthesise every block onto sky130 cells; table into docs/hardware.md"
+	@echo "make area   area (sky130) and timing (ECP5 place and route, 28 nm estimate) into docs/hardware.md"
 	@echo "make bench  benchmarks (cocotb cycles/s, make test wall time, ...)"
 	@echo "make clean  remove build outputs (keeps .venv)"
 
@@ -37,6 +37,7 @@ verilog: $(STAMP)
 
 area: $(STAMP)
 	$(BIN)/ahasd area --doc docs/hardware.md
+	$(BIN)/ahasd timing --doc docs/hardware.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
