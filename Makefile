@@ -15,10 +15,10 @@ TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(subst $(comma),-,$(TE
 help:
 	@echo "make run    Verilog of every block, then the paper grid on the built-in traces and its report"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
-	@echo "make area   synthesise every block onto sky130 cells; table into docs/hardware.md"
+	@echo "make area   area (sky130) and timing (ECP5 place and route, 28 nm estimate) into docs/hardware.md"
 	@echo "make reproduce  the paper's evaluation on every platform and GPU baseline, sensitivity,"
 	@echo "                regime map: build/reproduce/report.md (resumable)"
-	@echo "make bench  benchmarks (cocotb cycles/s, sweep runs/s on both backends, ...)"
+	@echo "make bench  benchmarks (cocotb cycles/s, sweep runs/s on both backends, timing wall time, ...)"
 	@echo "make clean  remove build outputs (keeps .venv)"
 
 $(STAMP): pyproject.toml
@@ -46,6 +46,7 @@ verilog: $(STAMP)
 
 area: $(STAMP)
 	$(BIN)/ahasd area --doc docs/hardware.md
+	$(BIN)/ahasd timing --doc docs/hardware.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
