@@ -8,13 +8,15 @@ STAMP  := $(VENV)/.installed
 TEST_EXTRAS ?= hf
 TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(TEST_EXTRAS))
 
-.PHONY: run test lint verilog area bench clean help
+.PHONY: run test lint verilog area bench clean help regress mutate
 
 help:
 	@echo "make run    Verilog of every block, then the paper grid on the built-in traces and its report"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
 	@echo "make area   synthesise every block onto sky130 cells; table into docs/hardware.md"
 	@echo "make bench  benchmarks (cocotb cycles/s, make test wall time, ...)"
+	@echo "make regress SEEDS=N [SEED0=S] [BLOCKS=...]  the random cocotb tiers on N seeds"
+	@echo "make mutate [MUTANTS=N]  mutation testing of EDC, TVC, GTSU and the queues"
 	@echo "make clean  remove build outputs (keeps .venv)"
 
 $(STAMP): pyproject.toml
@@ -49,8 +51,32 @@ $(TEST_STAMP): $(STAMP)
 # Two workers: the cocotb and formal tiers are single-threaded subprocesses.
 PYTEST_WORKERS ?= 2
 
+# After the suite: the fast random tiers of the controller blocks on two fresh seeds more
+# (printed; replay with AHASD_SEED), and a seeded sample of mutants per block, which must die.
 test: lint $(TEST_STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS)
+	$(BIN)/python tests/harness/regress.py --seeds 2 --tier fast --blocks edc tvc queues gtsu \
+		--workers $(PYTEST_WORKERS)
+	$(BIN)/python tests/mutation/run.py --count $(MUTANTS) --sample 1 --seed $(MUTATION_SEED) \
+		--report build/mutation/report-sample.md
+
+# The random cocotb tiers on SEEDS seeds: fresh ones (printed) unless SEED0 is given; each
+# failure is listed with the command that replays it. QUICK=1 shortens every testbench run.
+SEEDS ?= 5
+SEED0 ?=
+BLOCKS ?= edc tvc queues gtsu aau top
+QUICK ?=
+regress: $(TEST_STAMP)
+	$(BIN)/python tests/harness/regress.py --seeds $(SEEDS) $(if $(SEED0),--seed0 $(SEED0)) \
+		--blocks $(BLOCKS) $(if $(QUICK),--quick) --workers $(PYTEST_WORKERS)
+
+# Mutation testing (tests/mutation/run.py): MUTANTS per block, each against the block's
+# cocotb testbench; the table goes to build/mutation/report.md.
+MUTANTS ?= 40
+MUTATION_SEED ?= 1
+mutate: $(TEST_STAMP)
+	$(BIN)/python tests/mutation/run.py --count $(MUTANTS) --seed $(MUTATION_SEED) \
+		--report build/mutation/report.md
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

@@ -8,6 +8,12 @@ held low after the initial state (which is the reset state), so "past" values ar
 Small parameters keep the state space tractable and make the saturation corners reachable
 within the depth: 2-bit LLR (three outstanding batches), 2-bit PHT counters, 2-bit event
 counters, two history entries (PHT of 256 entries) and 2-bit lengths.
+
+:class:`Arithmetic` checks what each executed event computes against spec 2.1, written out
+again here: the bucket ``min(7, (8*S) // (L*Hmax))`` of every ``DRAFT`` and ``VERIFY``, the
+history shifts, LLR, the in-flight indices and the PHT entry each ``VERIFY`` trains (both
+``update`` modes); k-induction proves all but the bucket, whose bounded check is complete
+(see its test).
 """
 
 from __future__ import annotations
