@@ -102,7 +102,9 @@ def _yosys(script: str, cwd: Path) -> None:
         raise RuntimeError(f"yosys failed in {cwd}:\n{done.stdout}\n{done.stderr}")
 
 
-PREP = "read_verilog {source}; hierarchy -top {top}; proc; flatten; opt_clean"
+# memory_collect folds a memory's initial contents into its cell: mutate would otherwise
+# make them non-constant (the queues' FIFOs), which yosys rejects.
+PREP = "read_verilog {source}; hierarchy -top {top}; proc; flatten; memory_collect; opt_clean"
 
 
 def mutated_verilog(block: str, count: int, seed: int, workdir: Path) -> list[Mutant]:
