@@ -52,7 +52,7 @@ STALL_EVENTS = int(os.environ.get("AHASD_STALL_EVENTS", "10000"))
 LATENCY_TARGET = 2
 
 
-THRESHOLD_RATE = 0.05  # DRAFTs aimed at a bucket threshold
+THRESHOLD_RATE = 0.1  # DRAFTs aimed at a bucket threshold
 BUCKET_BINS = [f"8S {side} k*L*Hmax, k={k}" for k in range(1, 8) for side in ("<", "==", ">")]
 
 
@@ -100,6 +100,7 @@ class Traffic:
         self.batches: deque[int] = deque()  # lengths of the outstanding batches, oldest first
         self.max_length = (1 << params.length_bits) - 1
         self.sum_max = (1 << params.sum_bits) - 1
+        self.thresholds = 0  # threshold DRAFTs so far
 
     def entropy_sum(self, length: int, hmax: int) -> int:
         mean = max(0.0, self.rng.gauss(self.regime, 0.15)) * hmax
@@ -107,14 +108,16 @@ class Traffic:
 
     def at_threshold(self, hmax: int) -> tuple[int, int]:
         """``(S, L)`` on a bucket threshold of spec 2.1 (``8*S == k*L*Hmax``, an ``L`` that
-        makes it an integer) or one step of ``S`` below or above it."""
+        makes it an integer) or one step of ``S`` below or above it: the 21 cases in turn, so
+        that every bin fills at the same pace whatever the seed."""
         rng = self.rng
-        k = rng.randrange(1, 8)
+        k = 1 + self.thresholds % 7
+        side = (self.thresholds // 7) % 3 - 1
+        self.thresholds += 1
         step = 8 // gcd(k * hmax, 8)  # L must be a multiple of it for 8*S == k*L*Hmax
         length = step * rng.randrange(1, self.max_length // step + 1)
         edge = k * length * hmax // 8
-        s = edge + rng.choice((-1, 0, 1))
-        return min(self.sum_max, s), length
+        return min(self.sum_max, edge + side), length
 
     def next(self, golden: GoldenEDC) -> tuple[str, int, tuple]:
         """``(kind, bits, golden args)``; kind is "draft", "probe" (DRAFT while full) or
