@@ -25,7 +25,7 @@ TARGET_S = 120.0
 
 def main() -> int:
     from ahasd.params import EDCParams, GTSUParams, TopParams, TVCParams
-    from ahasd.sim.cosim_build import build_top
+    from ahasd.sim.cosim import build_top
 
     started = time.perf_counter()
     # The parameters `ahasd cosim` uses for the default settings (TVC 32/32 bits).

@@ -1,6 +1,6 @@
 """Golden model of the AAU, the attention algorithm unit (spec 2.4).
 
-A bit-accurate fixed-point model written from ``../shared/spec/ahasd.md`` section 2.4,
+A bit-accurate fixed-point model written from ``docs/spec.md`` section 2.4,
 plus a float64 reference that bounds its error. ``docs/aau.md`` is the complete
 specification of the arithmetic (it is what the RTL is written from); this module is one
 reading of it. Notation: ``Qa.b`` signed, ``UQa.b`` unsigned, ``b`` fraction bits;

@@ -1,6 +1,6 @@
 """Golden model of EDC, the entropy-history-aware drafting control (spec 2.1).
 
-A transaction-level, bit-accurate model written from ``../shared/spec/ahasd.md`` section
+A transaction-level, bit-accurate model written from ``docs/spec.md`` section
 2.1 and ``docs/spec-decisions.md`` (section "EDC"), never from the RTL. One method call is
 one event of the CPU's ordered event stream; the effect of an event is visible to the next
 call, as in the hardware (one event per cycle, in order). Cycle timing (the 2-cycle

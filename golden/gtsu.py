@@ -1,6 +1,6 @@
 """Golden model of the GTSU, the gated task scheduling unit (spec 2.5).
 
-A cycle-accurate model written from ``../shared/spec/ahasd.md`` section 2.5 and
+A cycle-accurate model written from ``docs/spec.md`` section 2.5 and
 ``docs/spec-decisions.md`` (section "GTSU"), never from the RTL. The cocotb testbench
 compares it with the RTL cycle by cycle.
 

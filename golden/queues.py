@@ -1,6 +1,6 @@
 """Golden model of the three asynchronous queues (spec 2.3), transaction level.
 
-Written from ``../shared/spec/ahasd.md`` section 2.3 and ``docs/spec-decisions.md``
+Written from ``docs/spec.md`` section 2.3 and ``docs/spec-decisions.md``
 (section "Queues"), never from the RTL. Clock domains, synchroniser latency and the
 one-drop-per-read-cycle timing are not modelled: what is modelled is *which* entries come
 out of a queue, in what order, and when a writer is back-pressured.

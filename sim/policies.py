@@ -15,7 +15,7 @@ Every policy has the same small interface, which the system model calls in this 
 probability) plus the trace's acceptance probability ``beta``; only SpecDec++ reads ``beta``
 (as the stand-in for its trained acceptance head, see :class:`SpecDecPP`).
 
-Sources are in ``../shared/notes/drafting-algorithms.md``; each class cites its paper and says
+Each class cites its paper (``docs/policies.md`` lists their arXiv ids) and says
 where the paper was silent and what was chosen. ``make_policy(name, fallback=True)`` wraps any
 policy in :class:`Fallback` (the phone-SoC article's switch to autoregression).
 """
@@ -34,6 +34,7 @@ import numpy as np
 from ahasd.errors import UserError
 
 __all__ = [
+    "PAPER_POLICIES",
     "POLICY_NAMES",
     "SVIP",
     "AdaEDL",
@@ -553,7 +554,6 @@ class Fallback:
         self.ar_steps = 0
 
 
-POLICY_NAMES = ("specdecpp", "svip", "adaedl", "banditspec", "fixed", "threshold")
 _CLASSES = {
     "specdecpp": SpecDecPP,
     "svip": SVIP,
@@ -562,6 +562,10 @@ _CLASSES = {
     "fixed": Fixed,
     "threshold": Threshold,
 }
+# Every policy name, and the paper's four adaptive drafting algorithms (its grid; the
+# others are a fixed-length baseline and the phone-SoC confidence threshold).
+POLICY_NAMES = tuple(_CLASSES)
+PAPER_POLICIES = ("specdecpp", "svip", "adaedl", "banditspec")
 _FALLBACK_PARAMS = ("window", "threshold", "cooldown", "resume_after")
 
 

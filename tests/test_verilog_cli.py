@@ -49,7 +49,7 @@ def test_unknown_block_lists_the_known_ones_and_exits_2(capsys):
 
 
 def test_lint_errors_exit_1(tmp_path, monkeypatch, capsys):
-    from ahasd.hw import cli
+    from ahasd.cli import hw as cli
 
     def broken(block, params=None):
         return f"module {block.name}(input a, output b);\nassign b = c;\nendmodule\n"
@@ -61,7 +61,8 @@ def test_lint_errors_exit_1(tmp_path, monkeypatch, capsys):
 
 def test_icarus_variant_runs_every_combinational_block_at_time_zero():
     from ahasd.hw.blocks import lookup
-    from ahasd.hw.verilog import convert, icarus_time_zero_fix
+    from ahasd.hw.tb.build import icarus_time_zero_fix
+    from ahasd.hw.verilog import convert
 
     text = convert(lookup("edc"))
     triggers = text.count("verilog_backend.cc")  # declarations and sensitivity uses

@@ -17,6 +17,12 @@ vectors, between back to back and random valid/ready gaps on both sides (input i
 output stall probabilities up to 0.5). Every ``result`` field and every ``o`` element is
 compared, in order, with ``ahasd.golden.aau``.
 
+``long_vectors_bit_exact``: vectors of up to ``max_length`` elements (65,536 by default),
+back to back: the longest and half of it, lengths one off the powers of two (65,535, 32,769,
+16,383, 16,385, 8,191), a SOFTMAX pass over a 65,536- and a 32,768-element vector, and the
+vectors that fill the widths (equal elements with the largest mantissa, so ``Z`` nears
+``2**49``; all ``-32768``, so ``W`` and ``SUM`` reach their negative ends).
+
 ``throughput``: long ``STATS``, ``SOFTMAX`` and ``SUM`` vectors back to back without
 stalls. Asserts one element per cycle on the input, the result ``N + RESULT_LATENCY``
 cycles after the first element (so ``1 + RESULT_LATENCY / N`` cycles per element) and
@@ -266,18 +272,33 @@ def directed_vectors(rng: np.random.Generator) -> list[Vector]:
     return vectors
 
 
-def random_codes(rng: np.random.Generator, length: int) -> tuple[str, np.ndarray]:
-    kind = rng.integers(6)
-    if kind < 3:
-        sigma = (1.0, 3.0, 6.0)[kind]
-        return f"gauss s={sigma:g}", clip16(rng.normal(rng.normal(0, 4), sigma, length) * 256)
-    if kind == 3:
-        return "uniform int16", rng.integers(-32768, 32768, length)
-    if kind == 4:
+DISTRIBUTIONS = (
+    "gauss s=1",
+    "gauss s=3",
+    "gauss s=6",
+    "uniform int16",
+    "near one-hot",
+    "heavy tail",
+)
+
+
+def codes_of(rng: np.random.Generator, kind: str, length: int) -> np.ndarray:
+    """``length`` codes of the distribution ``kind`` (one of :data:`DISTRIBUTIONS`)."""
+    if kind.startswith("gauss"):
+        sigma = float(kind.removeprefix("gauss s="))
+        return clip16(rng.normal(rng.normal(0, 4), sigma, length) * 256)
+    if kind == "uniform int16":
+        return rng.integers(-32768, 32768, length)
+    if kind == "near one-hot":
         codes = clip16(rng.normal(-2, 1, length) * 256)
         codes[rng.integers(length)] = clip16(rng.uniform(8, 40) * 256)
-        return "near one-hot", codes
-    return "heavy tail", clip16(rng.standard_t(2.5, length) * 512)
+        return codes
+    return clip16(rng.standard_t(2.5, length) * 512)
+
+
+def random_codes(rng: np.random.Generator, length: int) -> tuple[str, np.ndarray]:
+    kind = DISTRIBUTIONS[rng.integers(len(DISTRIBUTIONS))]
+    return kind, codes_of(rng, kind, length)
 
 
 def random_vectors(rng: np.random.Generator, count: int, longest: int) -> list[Vector]:
@@ -344,6 +365,68 @@ async def random_vectors_bit_exact(dut):
         dut,
         f"{len(vectors)} vectors bit-exact ({counts}); lengths {min(lengths)}..{max(lengths)}, "
         f"{total} elements in {cycles} cycles with gaps; {cycles / wall:.0f} cycles/s",
+    )
+
+
+def long_vectors(rng: np.random.Generator, longest: int) -> list[Vector]:
+    """Vectors up to the longest the unit takes: ``longest`` itself (65,536 by default) and
+    its half, lengths one off the powers of two, and the vectors that fill the widths: equal
+    elements with the largest mantissa (``Z`` close to ``2**49``), all ``-32768`` (``W`` and
+    ``SUM`` at their negative ends)."""
+    # the code whose fraction f of t = X * log2 e is largest: M close to 2 (docs/aau.md 4.1)
+    codes = np.arange(-32768, 32768, dtype=np.int64)
+    widest = int(codes[np.argmax(((codes * golden.LOG2E_CODE) >> 16) & 0xFFFF)])
+    special = {
+        "equal, largest M": lambda n: np.full(n, widest),
+        "all -32768": lambda n: np.full(n, -32768),
+        "ascending": lambda n: np.linspace(-32768, 32767, n).round().astype(np.int64),
+    }
+    half = max(1, longest // 2)
+    specs = [  # (mode, length, distribution, followed by a SOFTMAX pass over it)
+        (Mode.STATS, longest, "gauss s=3", True),
+        (Mode.STATS, longest, "equal, largest M", False),
+        (Mode.SUM, longest, "all -32768", False),
+        (Mode.STATS, longest, "all -32768", False),
+        (Mode.STATS, longest - 1, "uniform int16", False),
+        (Mode.STATS, half, "near one-hot", True),
+        (Mode.MAX, half + 1, "uniform int16", False),
+        (Mode.STATS, half + 1, "ascending", False),
+        (Mode.STATS, half // 2 - 1, "heavy tail", False),
+        (Mode.SUM, half // 2 + 1, "uniform int16", False),
+        (Mode.STATS, half // 4 - 1, "gauss s=6", False),
+    ]
+    vectors = []
+    for mode, length, kind, with_softmax in specs:
+        if not 1 <= length <= longest:
+            continue
+        made = special[kind](length) if kind in special else codes_of(rng, kind, length)
+        vector = Vector(mode, np.asarray(made, dtype=np.int64), tag=f"{kind}, {length}")
+        vectors.append(vector)
+        if with_softmax:
+            vectors.append(Vector(Mode.SOFTMAX, vector.codes, tag=vector.tag))
+    return vectors
+
+
+@cocotb.test(timeout_time=900, timeout_unit="sec")
+async def long_vectors_bit_exact(dut):
+    """Vectors of up to ``max_length`` elements, back to back, against the golden model."""
+    params = params_from_env(AAUParams)
+    tb = TB(dut, params)
+    rng = np.random.default_rng(tb.rng.randrange(1 << 32))
+    await tb.start()
+    vectors = long_vectors(rng, params.max_length)
+    expected_results, expected_elements = expected_outputs(vectors, params)
+    total = sum(len(v.codes) for v in vectors)
+    started = time.perf_counter()
+    traffic = await tb.run(vectors, limit_cycles=2 * total + 10_000)
+    wall = time.perf_counter() - started
+    errors = compare(vectors, traffic, expected_results, expected_elements)
+    assert not errors, f"{len(errors)} mismatch(es):\n" + "\n".join(errors[:20])
+    lengths = sorted({len(v.codes) for v in vectors}, reverse=True)
+    report(
+        dut,
+        f"{len(vectors)} long vectors bit-exact, lengths {lengths}; {total} elements in "
+        f"{wall:.1f} s ({total / wall:.0f} cycles/s)",
     )
 
 

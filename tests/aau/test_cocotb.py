@@ -2,9 +2,10 @@
 bit for bit against the golden model (``tb_aau.py``).
 
 Default parameters: 300 reduction vectors (plus their SOFTMAX passes) of lengths 1 to 4,096
-with random valid/ready gaps, and the throughput test. A second parameter set (smaller
-tables, shorter vectors) checks that the RTL follows the parameters the way the golden model
-does. ``AHASD_VECTORS`` overrides the vector count.
+with random valid/ready gaps; a dozen long vectors, up to ``max_length`` = 65,536 elements
+(565,248 elements); and the throughput test. A second parameter set (smaller tables,
+shorter vectors) checks that the RTL follows the parameters the way the golden model does.
+``AHASD_VECTORS`` overrides the vector count.
 """
 
 from __future__ import annotations
@@ -30,6 +31,15 @@ def test_aau_random_vectors_against_golden():
         test_dir=HERE,
         testcase="random_vectors_bit_exact",
         extra_env={"AHASD_VECTORS": VECTORS},
+    )
+
+
+@pytest.mark.cocotb
+@pytest.mark.slow
+def test_aau_long_vectors_against_golden():
+    """65,536 and 32,768 elements and lengths one off the powers of two, back to back."""
+    run_block_cocotb(
+        "aau", AAUParams(), test_module="tb_aau", test_dir=HERE, testcase="long_vectors_bit_exact"
     )
 
 

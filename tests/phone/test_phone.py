@@ -1,4 +1,4 @@
-"""Tests of the phone-SoC scenario (sim/phone.py, sim/thermal.py). About 5 s in total.
+"""Tests of the phone-SoC scenario (sim/phone/, sim/thermal.py). About 5 s in total.
 
 Expected values come from closed forms (the RC step response, the memory-bound decode
 bound computed here from the published model configuration) or from round structures worked
@@ -16,7 +16,15 @@ import pytest
 
 from ahasd.cli import main
 from ahasd.errors import UserError
-from ahasd.sim.phone import PhoneSettings, load_platform, simulate_phone
+from ahasd.sim.config import BUILTIN_SPEC_DIR, load_library
+from ahasd.sim.phone import (
+    PHONE_MODE_TABLE,
+    PhoneSettings,
+    build_phone_hardware,
+    find_platform,
+    load_platform,
+    simulate_phone,
+)
 from ahasd.sim.thermal import ThermalModel, ThermalParams
 from ahasd.sim.traces import Trace, TraceHeader
 
@@ -234,7 +242,7 @@ def test_bad_settings_are_user_errors(kwargs, message):
 
 def test_platform_number_without_source_is_refused(tmp_path):
     text = (
-        (load_platform.__globals__["BUILTIN_SPEC_DIR"] / "platforms" / "m4.toml")
+        (BUILTIN_SPEC_DIR / "platforms" / "m4.toml")
         .read_text()
         .replace('source = "Assumption: as for the Snapdragon file"\n', "", 1)
     )
@@ -276,6 +284,11 @@ def test_cli_phone_json_keeps_the_simulate_keys(capsys):
         (["--duration", "5"], "--duration needs --platform"),
         (["--platform", "m4", "--skin-limit", "41"], "skin-limit must be a temperature"),
         (["--platform", "m4", "--trace", "iid:0.5"], "--trace does not apply with --platform"),
+        (["--platform", "m4", "--specpim-pim", "x"], "--specpim-pim does not apply with"),
+        (["--platform", "m4", "--draft-model", "x"], "--draft-model does not apply with"),
+        (["--platform", "m4", "--mode", "ahasd"], "unknown phone mode 'ahasd'"),
+        (["--draft-weights", "spill"], "--draft-weights needs --platform"),
+        (["--no-arbiter"], "--no-arbiter needs --platform"),
         (["--mode", "gpu-only"], "simulate needs --pair, --policy"),
     ],
 )
@@ -283,4 +296,25 @@ def test_cli_bad_input_exits_2(capsys, args, message):
     code, out, err = _ahasd(capsys, "simulate", *args)
     assert code == 2
     assert message in err
+    assert out == ""
+
+
+@pytest.mark.parametrize("mode", PHONE_MODE_TABLE, ids=lambda mode: mode.name)
+def test_each_phone_mode_drafts_where_its_row_says(mode):
+    platform = find_platform("sd8gen3")
+    settings = PhoneSettings(platform="sd8gen3", mode=mode.name)
+    hardware = build_phone_hardware(settings, platform, load_library())
+    assert hardware.draft_device == mode.draft_device
+    assert hardware.verify_device == "gpu"
+    has_draft = [passes is not None for passes in hardware.draft_passes]
+    assert has_draft == [mode.draft_device is not None] * len(platform.clock_levels)
+
+
+def test_any_device_option_is_refused_with_a_phone_platform(capsys):
+    # The NPU+PIM devices have no command-line default any more (their platform file names
+    # them), so even the table2 platform's NPU is an explicit choice a phone SoC refuses.
+    args = ["simulate", "--platform", "m4", "--duration", "2", "--json", "--npu", "npu-mobile"]
+    code, out, err = _ahasd(capsys, *args)
+    assert code == 2
+    assert "--npu does not apply with --platform" in err
     assert out == ""

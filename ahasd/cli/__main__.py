@@ -1,0 +1,7 @@
+"""``python -m ahasd.cli``: the same as the ``ahasd`` command."""
+
+import sys
+
+from ahasd.cli import main
+
+sys.exit(main())

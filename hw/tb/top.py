@@ -1,0 +1,424 @@
+"""Drivers and monitors of the controller top (:class:`ahasd.hw.top.ControllerTop`).
+
+The top's ports, grouped by block, each group a small driver: the CPU's AXI4-Lite port and
+the interrupt (:class:`RegisterPort`, registers by their names in :mod:`ahasd.regmap`), the
+EDC's event and decision streams (:class:`EDCPorts`), the TVC's command and answer streams
+(:class:`TVCPorts`), the GTSU's request level and outputs (:class:`GTSUPorts`) and the three
+queues' ports in their three clock domains (:class:`QueuePorts`).
+:class:`ControllerTopDriver` holds one of each and starts the clocks and the reset;
+:class:`ControllerTopMonitor` samples every port of one clock domain in one cycle
+(:class:`PimCycle`, :class:`NpuCycle`, :class:`CpuCycle`), the register accesses the AXI
+bridge hands the register file included (``top.registers.access__*``).
+
+Every method that drives is for the writable phase after the falling edge of the port's
+clock; every method that samples is for ``ReadOnly`` (:mod:`ahasd.hw.tb.clocking`). The
+``async`` methods run whole accesses on a :class:`~ahasd.hw.tb.clocking.CycleClock` of the
+``pim`` clock. Payload bits are packed through the blocks' own layouts
+(:func:`ahasd.hw.edc.encode_draft`, :func:`ahasd.hw.tvc.command_layout`, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cocotb.triggers import ReadOnly
+
+from ahasd.hw.edc import decode_decision, encode_draft, encode_verify
+from ahasd.hw.tb.clocking import CycleClock, start_clock
+from ahasd.hw.tb.streams import StreamPort, decode, encode
+from ahasd.hw.tvc import Op, Table, answer_layout, command_layout
+from ahasd.params import EDCParams, TopParams, TVCParams
+from ahasd.regmap import DATA_BITS, RegisterMap, register_map
+
+__all__ = [
+    "CLOCK_DOMAINS",
+    "TABLE_CODES",
+    "ControllerTopDriver",
+    "ControllerTopMonitor",
+    "CpuCycle",
+    "EDCPorts",
+    "GTSUPorts",
+    "NpuCycle",
+    "PimCycle",
+    "QueuePorts",
+    "RegisterPort",
+    "SlaveError",
+    "TVCPorts",
+]
+
+#: The top's clock domains (ports ``<domain>_clk``/``<domain>_rst``).
+CLOCK_DOMAINS = ("cpu", "npu", "pim")
+#: The TVC tables by the names the golden models and the register map use.
+TABLE_CODES = {"nvct": Table.NVCT, "pdct": Table.PDCT, "pvct": Table.PVCT}
+#: The ``args`` member of the TVC command that each operation fills (``NPU_DONE`` has none).
+_COMMAND_MEMBERS = {Op.LEARN: "learn", Op.NPU_START: "npu_start", Op.ASK: "ask"}
+
+
+class SlaveError(Exception):
+    """A register access answered ``SLVERR``."""
+
+
+class RegisterPort:
+    """The CPU's side of the top's AXI4-Lite port (``s_axi__*``) and its interrupt.
+
+    One access at a time, AW and W presented together, every response taken at once; the
+    registers by their names in the register map (:mod:`ahasd.regmap`), a 64-bit one as two
+    words, low word first (the map's rule: the high word writes it whole, the low word's
+    read snapshots the high word). Drives in the writable phase, samples in ``ReadOnly``.
+    """
+
+    def __init__(self, dut: Any, regmap: RegisterMap) -> None:
+        self.regmap = regmap
+        self.irq_ = dut.irq
+        for name in (
+            "awvalid", "awready", "awaddr", "awprot", "wvalid", "wready", "wdata", "wstrb",
+            "bvalid", "bready", "bresp", "arvalid", "arready", "araddr", "arprot", "rvalid",
+            "rready", "rdata", "rresp",
+        ):  # fmt: skip
+            setattr(self, name, getattr(dut, f"s_axi__{name}"))
+        self.reads = 0
+        self.writes = 0
+
+    def quiet(self) -> None:
+        """No request, no response taken (the state before reset ends)."""
+        for handle in (self.awvalid, self.wvalid, self.arvalid, self.bready, self.rready):
+            handle.value = 0
+        for handle in (self.awaddr, self.awprot, self.wdata, self.wstrb, self.araddr):
+            handle.value = 0
+        self.arprot.value = 0
+
+    def irq(self) -> bool:
+        return bool(int(self.irq_.value))
+
+    async def write_word(
+        self, clock: CycleClock, address: int, data: int, limit: int, strobe: int = 0xF
+    ) -> int:
+        """Write one word; returns ``BRESP`` (0 OKAY, 2 SLVERR)."""
+        self.awaddr.value = address
+        self.wdata.value = data
+        self.wstrb.value = strobe
+        self.awvalid.value = 1
+        self.wvalid.value = 1
+        self.bready.value = 1
+        for _ in range(limit):
+            await ReadOnly()
+            aw_taken = int(self.awvalid.value) and int(self.awready.value)
+            w_taken = int(self.wvalid.value) and int(self.wready.value)
+            response = int(self.bresp.value) if int(self.bvalid.value) else None
+            await clock.next()
+            if aw_taken:
+                self.awvalid.value = 0
+            if w_taken:
+                self.wvalid.value = 0
+            if response is not None:
+                self.bready.value = 0
+                self.writes += 1
+                return response
+        raise AssertionError(f"cycle {clock.cycle}: no write response for {address:#05x}")
+
+    async def read_word(self, clock: CycleClock, address: int, limit: int) -> tuple[int, int]:
+        """Read one word; returns ``(RDATA, RRESP)``."""
+        self.araddr.value = address
+        self.arvalid.value = 1
+        self.rready.value = 1
+        for _ in range(limit):
+            await ReadOnly()
+            ar_taken = int(self.arvalid.value) and int(self.arready.value)
+            response = None
+            if int(self.rvalid.value):
+                response = (int(self.rdata.value), int(self.rresp.value))
+            await clock.next()
+            if ar_taken:
+                self.arvalid.value = 0
+            if response is not None:
+                self.rready.value = 0
+                self.reads += 1
+                return response
+        raise AssertionError(f"cycle {clock.cycle}: no read response for {address:#05x}")
+
+    async def write(self, clock: CycleClock, name: str, value: int, limit: int) -> None:
+        """Write register ``name`` whole (low word first); SLVERR raises :class:`SlaveError`."""
+        reg = self.regmap.get(name)
+        for word, address in enumerate(reg.word_addresses):
+            data = (value >> (DATA_BITS * word)) & ((1 << DATA_BITS) - 1)
+            if await self.write_word(clock, address, data, limit):
+                raise SlaveError(f"write of {name} word {word}: SLVERR")
+
+    async def read(self, clock: CycleClock, name: str, limit: int) -> int:
+        """Read register ``name`` whole (low word first); SLVERR raises :class:`SlaveError`."""
+        reg = self.regmap.get(name)
+        value = 0
+        for word, address in enumerate(reg.word_addresses):
+            data, response = await self.read_word(clock, address, limit)
+            if response:
+                raise SlaveError(f"read of {name} word {word}: SLVERR")
+            value |= data << (DATA_BITS * word)
+        return value
+
+
+class EDCPorts:
+    """The EDC's ``edc_event`` (in) and ``edc_decision`` (out) streams."""
+
+    def __init__(self, dut: Any, params: EDCParams) -> None:
+        self.params = params
+        self.event = StreamPort(dut, "edc_event")
+        self.decision = StreamPort(dut, "edc_decision")
+        self.sum_max = (1 << params.sum_bits) - 1
+        self.length_max = (1 << params.length_bits) - 1
+
+    def draft_bits(self, s: int, length: int) -> int:
+        return encode_draft(self.params, s, length)
+
+    def verify_bits(self, full: bool, s_acc: int, n_acc: int) -> int:
+        return encode_verify(self.params, full, s_acc, n_acc)
+
+    def decode_decision(self, bits: int) -> dict[str, int]:
+        return decode_decision(self.params, bits)
+
+
+class TVCPorts:
+    """The TVC's ``tvc_cmd`` (in) and ``tvc_ans`` (out) streams."""
+
+    def __init__(self, dut: Any, params: TVCParams) -> None:
+        self.params = params
+        self.command = StreamPort(dut, "tvc_cmd")
+        self.answer = StreamPort(dut, "tvc_ans")
+        self.command_layout = command_layout(params)
+        self.answer_layout = answer_layout(params)
+        self.length_max = (1 << params.length_bits) - 1
+        self.cycles_max = (1 << params.cycle_bits) - 1
+
+    def command_bits(self, op: Op, args: dict) -> int:
+        """``op`` with ``args`` (the fields of its member of the command's ``args`` union)."""
+        value: dict[str, Any] = {"op": op}
+        member = _COMMAND_MEMBERS.get(op)
+        if member is not None:
+            value["args"] = {member: args}
+        return encode(self.command_layout, value)
+
+    def decode_answer(self, bits: int) -> dict[str, int]:
+        """``{"n", "c_left"}`` of an answer (``c_left`` signed)."""
+        return decode(self.answer_layout, bits)
+
+
+class GTSUPorts:
+    """The GTSU's request level ``want_draft`` (in) and its status outputs."""
+
+    def __init__(self, dut: Any) -> None:
+        self.want_draft = dut.want_draft
+        self.want_preverify_ = dut.want_preverify
+        self.task_ = dut.gtsu_task
+        self.ready_ = dut.gtsu_ready
+        self.gating = dut.gtsu_gating
+        self.dlm_enable = dut.gtsu_dlm_enable
+        self.tlm_enable = dut.gtsu_tlm_enable
+
+    def request_draft(self, level: bool | int) -> None:
+        self.want_draft.value = int(level)
+
+    def task(self) -> int:
+        return int(self.task_.value)
+
+    def ready(self) -> bool:
+        return bool(int(self.ready_.value))
+
+    def want_preverify(self) -> bool:
+        return bool(int(self.want_preverify_.value))
+
+    def outputs(self) -> dict[str, int]:
+        """``task``, ``ready``, ``gating``, ``dlm_enable``, ``tlm_enable`` (as the golden
+        GTSU's ``outputs()`` names them)."""
+        return {
+            "task": int(self.task_.value),
+            "ready": int(self.ready_.value),
+            "gating": int(self.gating.value),
+            "dlm_enable": int(self.dlm_enable.value),
+            "tlm_enable": int(self.tlm_enable.value),
+        }
+
+
+class QueuePorts:
+    """The three queues' ports: writers and readers, the draft reader's epoch and squash
+    flag, and the level outputs (``draft``: PIM writes, NPU reads; ``feedback``: NPU
+    writes, PIM reads; ``preverify``: CPU writes, PIM reads)."""
+
+    def __init__(self, dut: Any) -> None:
+        self.draft_w = StreamPort(dut, "draft_w")
+        self.draft_r = StreamPort(dut, "draft_r")
+        self.feedback_w = StreamPort(dut, "feedback_w")
+        self.feedback_r = StreamPort(dut, "feedback_r")
+        self.preverify_w = StreamPort(dut, "preverify_w")
+        self.preverify_r = StreamPort(dut, "preverify_r")
+        self.draft_r_epoch = dut.draft_r_epoch
+        self.draft_r_squashed = dut.draft_r_squashed
+        self.levels = {
+            "draft_w": dut.draft_w_level,
+            "draft_r": dut.draft_r_level,
+            "feedback_r": dut.feedback_r_level,
+            "preverify_r": dut.preverify_r_level,
+        }
+
+    @property
+    def writers(self) -> tuple[StreamPort, ...]:
+        return (self.draft_w, self.feedback_w, self.preverify_w)
+
+    @property
+    def readers(self) -> tuple[StreamPort, ...]:
+        return (self.draft_r, self.feedback_r, self.preverify_r)
+
+    def set_reader_epoch(self, epoch: int) -> None:
+        self.draft_r_epoch.value = epoch
+
+    def squashed(self) -> bool:
+        """The draft reader drops a stale entry at the coming edge."""
+        return bool(int(self.draft_r_squashed.value))
+
+    def level(self, port: str) -> int:
+        """The level output beside ``port`` (``draft_w``, ``draft_r``, ``feedback_r``,
+        ``preverify_r``)."""
+        return int(self.levels[port].value)
+
+
+class ControllerTopDriver:
+    """Every driver of the controller top, and its clocks and reset.
+
+    Parameters
+    ----------
+    dut : the cocotb handle of the top module.
+    params : the TopParams the top was built with.
+
+    Attributes
+    ----------
+    bus : RegisterPort; edc : EDCPorts; tvc : TVCPorts; gtsu : GTSUPorts; queues : QueuePorts
+    """
+
+    def __init__(self, dut: Any, params: TopParams) -> None:
+        self.dut = dut
+        self.params = params
+        self.bus = RegisterPort(dut, register_map(params))
+        self.edc = EDCPorts(dut, params.edc)
+        self.tvc = TVCPorts(dut, params.tvc)
+        self.gtsu = GTSUPorts(dut)
+        self.queues = QueuePorts(dut)
+
+    def start_clocks(self, periods_ps: dict[str, int]) -> None:
+        """Start one clock per domain (``{"pim": 1250, ...}``, in that order), all low first."""
+        if sorted(periods_ps) != sorted(CLOCK_DOMAINS):
+            raise ValueError(f"periods_ps must name the domains {CLOCK_DOMAINS}, not {periods_ps}")
+        for domain, period in periods_ps.items():
+            start_clock(getattr(self.dut, f"{domain}_clk"), period)
+
+    def hold_reset(self, level: bool | int) -> None:
+        """Drive every domain's reset (synchronous, active high)."""
+        for domain in CLOCK_DOMAINS:
+            getattr(self.dut, f"{domain}_rst").value = int(level)
+
+    def quiet_inputs(self) -> None:
+        """Every input at rest: no bus access, no stream offered or taken, no request."""
+        self.bus.quiet()
+        self.gtsu.request_draft(0)
+        self.queues.set_reader_epoch(0)
+        for port in (self.edc.event, self.tvc.command, *self.queues.writers):
+            port.quiet()
+        for port in (self.edc.decision, self.tvc.answer, *self.queues.readers):
+            port.accept(0)
+
+
+@dataclass(frozen=True)
+class PimCycle:
+    """What the ``pim`` side of the top does at the coming edge (sampled in ``ReadOnly``).
+
+    Transfers are payload bits, ``None`` when nothing moves.
+    """
+
+    access: tuple[bool, int, int, int] | None  # a register access taken: (write, word
+    # address, wdata, wstrb), with its answer below
+    access_answer: tuple[int, bool] | None  # (rdata, error) of that access
+    irq: bool
+    edc_ready: bool
+    edc_event: int | None
+    edc_decision: int | None
+    tvc_ready: bool
+    tvc_command: int | None
+    tvc_answer: int | None
+    draft_written: int | None
+    feedback_read: int | None
+    preverify_read: int | None
+    gtsu: dict[str, int]
+    want_preverify: bool
+
+
+@dataclass(frozen=True)
+class NpuCycle:
+    """What the ``npu`` side of the top does at the coming edge."""
+
+    draft_read: int | None
+    squashed: bool
+    feedback_written: int | None
+
+
+@dataclass(frozen=True)
+class CpuCycle:
+    """What the ``cpu`` side of the top does at the coming edge."""
+
+    preverify_written: int | None
+
+
+class ControllerTopMonitor:
+    """Samples every port of one clock domain of the top in ``ReadOnly``."""
+
+    def __init__(self, driver: ControllerTopDriver) -> None:
+        self.driver = driver
+
+    def pim(self) -> PimCycle:
+        d = self.driver
+        return PimCycle(
+            access=self._access(),
+            access_answer=self._access_answer(),
+            irq=d.bus.irq(),
+            edc_ready=bool(int(d.edc.event.ready.value)),
+            edc_event=d.edc.event.transfer(),
+            edc_decision=d.edc.decision.transfer(),
+            tvc_ready=bool(int(d.tvc.command.ready.value)),
+            tvc_command=d.tvc.command.transfer(),
+            tvc_answer=d.tvc.answer.transfer(),
+            draft_written=d.queues.draft_w.transfer(),
+            feedback_read=d.queues.feedback_r.transfer(),
+            preverify_read=d.queues.preverify_r.transfer(),
+            gtsu=d.gtsu.outputs(),
+            want_preverify=d.gtsu.want_preverify(),
+        )
+
+    def _registers(self):
+        return self.driver.dut.registers
+
+    def _access(self) -> tuple[bool, int, int, int] | None:
+        """The register access the AXI bridge hands the register file at the coming edge
+        (``valid`` and ``ready``): ``(write, word address, wdata, wstrb)``."""
+        regs = self._registers()
+        if not (int(regs.access__valid.value) and int(regs.access__ready.value)):
+            return None
+        return (
+            bool(int(regs.access__write.value)),
+            int(regs.access__addr.value),
+            int(regs.access__wdata.value),
+            int(regs.access__wstrb.value),
+        )
+
+    def _access_answer(self) -> tuple[int, bool] | None:
+        regs = self._registers()
+        if not (int(regs.access__valid.value) and int(regs.access__ready.value)):
+            return None
+        return int(regs.access__rdata.value), bool(int(regs.access__error.value))
+
+    def npu(self) -> NpuCycle:
+        queues = self.driver.queues
+        return NpuCycle(
+            draft_read=queues.draft_r.transfer(),
+            squashed=queues.squashed(),
+            feedback_written=queues.feedback_w.transfer(),
+        )
+
+    def cpu(self) -> CpuCycle:
+        return CpuCycle(preverify_written=self.driver.queues.preverify_w.transfer())

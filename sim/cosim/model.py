@@ -1,0 +1,84 @@
+"""The system model's side of a co-simulation: settings, matching parameters, a recorded run.
+
+A job crosses into the simulator process as JSON (:func:`settings_to_dict`,
+:func:`settings_from_dict`); the RTL top is built with the parameters of the controller the
+model would build (:func:`model_top_params`); :func:`run_model` runs the model on any
+controller and records its decisions, so that the golden run and the co-simulation are made
+the same way.
+"""
+
+from __future__ import annotations
+
+from ahasd.params import TopParams
+from ahasd.sim.cosim.recording import RecordingController
+
+__all__ = [
+    "model_inputs",
+    "model_top_params",
+    "run_model",
+    "settings_from_dict",
+    "settings_to_dict",
+]
+
+
+def settings_to_dict(settings) -> dict:
+    """A :class:`~ahasd.sim.config.RunSettings` as JSON-able fields."""
+    from dataclasses import asdict
+
+    return asdict(settings)
+
+
+def settings_from_dict(fields: dict):
+    """Inverse of :func:`settings_to_dict` (lists back to the tuples the dataclass holds)."""
+    from ahasd.sim.config import RunSettings
+
+    fields = dict(fields)
+    fields["policy_params"] = tuple(
+        (key, tuple(value) if isinstance(value, list) else value)
+        for key, value in fields.get("policy_params", ())
+    )
+    fields["spec_dirs"] = tuple(fields.get("spec_dirs", ()))
+    return RunSettings(**fields)
+
+
+def model_top_params(settings) -> TopParams:
+    """The controller top's parameters matching the model's controller for ``settings``
+    (``ahasd.sim.modes.simulate`` builds its golden controller with these)."""
+    from ahasd.params import EDCParams, GTSUParams, TVCParams
+
+    return TopParams(
+        edc=EDCParams(),
+        tvc=TVCParams(ratio_bits=settings.tvc_ratio_bits, cycle_bits=settings.tvc_cycle_bits),
+        gtsu=GTSUParams(),
+    )
+
+
+def model_inputs(settings):
+    """``(library, hardware, tvc_presets)`` of a run, as ``simulate`` computes them."""
+    from ahasd.sim.config import load_library
+    from ahasd.sim.modes import build_hardware, tvc_presets
+
+    library = load_library(settings.spec_dirs)
+    hardware = build_hardware(settings, library)
+    return library, hardware, tvc_presets(hardware, settings.prompt_tokens)
+
+
+def run_model(settings, controller=None) -> tuple[dict, list]:
+    """Run the system model; returns ``(summary, decision log)``.
+
+    ``controller`` is a :class:`~ahasd.sim.controller.Controller` or ``None`` for the golden
+    controller (built exactly as ``simulate`` builds its default). The summary is passed
+    through JSON so that a golden run and a co-simulation compare as the CLI prints them.
+    """
+    import json
+
+    from ahasd.sim.controller import GoldenController
+    from ahasd.sim.modes import simulate
+
+    library, hardware, presets = model_inputs(settings)
+    if controller is None:
+        p = model_top_params(settings)
+        controller = GoldenController(p.edc, p.tvc, p.gtsu, tvc_presets=presets)
+    recorder = RecordingController(controller)
+    result = simulate(settings, library=library, hardware=hardware, controller=recorder)
+    return json.loads(json.dumps(result.summary)), recorder.log

@@ -1,0 +1,167 @@
+"""The mode table: every execution mode of the system model, in one place.
+
+A row (:class:`Mode`) says which engine runs the mode, which hardware assembly costs it,
+which devices it uses, and for the asynchronous ladder which controller features it turns
+on. Everything that lists modes (``MODES``, ``SYNC_MODES``, ``ASYNC_MODES``, the ablation
+``LADDER`` and the report's baselines, the command line's help and the sweep's defaults)
+is derived from :data:`MODE_TABLE`, so a new mode is one new row here (plus, if no existing
+engine or assembly fits, the code for it beside the others in this package).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ahasd.errors import UserError
+
+__all__ = [
+    "ABLATION_BASE",
+    "ASSEMBLIES",
+    "ASYNC_MODES",
+    "COMPARISON_BASE",
+    "ENGINES",
+    "LADDER",
+    "MODES",
+    "MODE_TABLE",
+    "SYNC_MODES",
+    "Mode",
+    "find_mode",
+]
+
+# Engines (sim/modes/sync.py, sim/modes/ladder.py) and hardware assemblies
+# (sim/modes/hardware.py) a mode can name.
+ENGINES = ("sync", "async")
+ASSEMBLIES = ("gpu", "specpim-split", "npu", "pim-npu")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One execution mode.
+
+    Parameters
+    ----------
+    name : the name on the command line and in results.
+    engine : ``"sync"`` (draft a round, then verify it: :class:`~ahasd.sim.modes.sync.SyncRun`)
+        or ``"async"`` (the PIM drafts ahead while the NPU verifies:
+        :class:`~ahasd.sim.modes.ladder.AsyncRun`).
+    assembly : the hardware assembly of :func:`~ahasd.sim.modes.hardware.build_hardware`
+        that builds its executors, one of :data:`ASSEMBLIES`.
+    draft_device, verify_device : where the draft and the target model run.
+    devices : the devices whose busy/idle time and static power the run reports, in order.
+    summary : one line for humans (``ahasd simulate --help``); a ladder rung says what it
+        adds to the rung before.
+    aau, edc, tvc : asynchronous ladder features: nonlinear operators in the PIM (AAU),
+        entropy-based draft control (EDC), pre-verification on the PIM (TVC with the GTSU).
+    """
+
+    name: str
+    engine: str
+    assembly: str
+    draft_device: str
+    verify_device: str
+    devices: tuple[str, ...]
+    summary: str
+    aau: bool = False
+    edc: bool = False
+    tvc: bool = False
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"mode {self.name!r}: engine must be one of {ENGINES}")
+        if self.assembly not in ASSEMBLIES:
+            raise ValueError(f"mode {self.name!r}: assembly must be one of {ASSEMBLIES}")
+        if self.engine == "sync" and (self.aau or self.edc or self.tvc):
+            raise ValueError(f"mode {self.name!r}: aau, edc and tvc need the async engine")
+
+
+# Synchronous modes first, then the asynchronous ladder in rung order: each rung adds one
+# feature to the one before it (the ablation compares them in this order).
+MODE_TABLE = (
+    Mode(
+        "gpu-only",
+        "sync",
+        "gpu",
+        "gpu",
+        "gpu",
+        ("gpu",),
+        "draft and target alternate on the GPU",
+    ),
+    Mode(
+        "npu-only",
+        "sync",
+        "npu",
+        "npu",
+        "npu",
+        ("npu",),
+        "draft and target alternate on the NPU, weights over the plain LPDDR5 bus",
+    ),
+    Mode(
+        "specpim",
+        "sync",
+        "specpim-split",
+        "gpu",
+        "gpu",
+        ("gpu", "pim"),
+        "SpecPIM, every matrix operator split between the GPU and the PIM in its memory",
+    ),
+    Mode(
+        "pim-async",
+        "async",
+        "pim-npu",
+        "pim",
+        "npu",
+        ("pim", "npu", "cpu"),
+        "the PIM drafts ahead while the NPU verifies and serves its nonlinear operators",
+    ),
+    Mode(
+        "pim-async-aau",
+        "async",
+        "pim-npu",
+        "pim",
+        "npu",
+        ("pim", "npu", "cpu"),
+        "adds the AAU, nonlinear operators stay in the PIM",
+        aau=True,
+    ),
+    Mode(
+        "pim-async-aau-edc",
+        "async",
+        "pim-npu",
+        "pim",
+        "npu",
+        ("pim", "npu", "cpu"),
+        "adds the EDC, drafting waits for verification feedback when confidence is low",
+        aau=True,
+        edc=True,
+    ),
+    Mode(
+        "ahasd",
+        "async",
+        "pim-npu",
+        "pim",
+        "npu",
+        ("pim", "npu", "cpu"),
+        "adds TVC and the GTSU, pre-verification on the PIM's target ranks while suppressed",
+        aau=True,
+        edc=True,
+        tvc=True,
+    ),
+)
+
+MODES = tuple(mode.name for mode in MODE_TABLE)
+SYNC_MODES = tuple(mode.name for mode in MODE_TABLE if mode.engine == "sync")
+ASYNC_MODES = tuple(mode.name for mode in MODE_TABLE if mode.engine == "async")
+# The ablation ladder: the asynchronous modes in rung order; ratios are taken against the
+# first rung. The comparison's ratios are taken against the plain GPU.
+LADDER = ASYNC_MODES
+ABLATION_BASE = LADDER[0]
+COMPARISON_BASE = "gpu-only"
+
+_BY_NAME = {mode.name: mode for mode in MODE_TABLE}
+
+
+def find_mode(name: str) -> Mode:
+    """The row of mode ``name``; an unknown name is a UserError listing the known ones."""
+    if name not in _BY_NAME:
+        raise UserError(f"unknown mode {name!r} (known: {', '.join(MODES)})")
+    return _BY_NAME[name]

@@ -1,0 +1,653 @@
+"""AAU sub-components, Amaranth-simulator tier: each unit against a plain Python reference.
+
+The references below are written from ``docs/aau.md`` (sections 2, 4.1, 5.1 to 5.4), not
+from the RTL: the tables from the doc's float64 formulas, the front end and the post pass as
+the doc's integer formulas, the divider as Python's ``divmod``. Directed edge cases plus
+seeded random ones; the stream units run with random gaps on the input and random stalls on
+the output.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from functools import cache
+
+import pytest
+from amaranth.hdl import Elaboratable, Module, signed
+from amaranth.lib import data
+from amaranth.sim import Simulator
+from harness.amaranth_sim import simulate
+from harness.seeds import choose_seed
+
+from ahasd.hw.aau import DIVIDER_CYCLES, Mode, PostPass, accumulators_layout
+from ahasd.hw.aau_units import (
+    EXP_LATENCY,
+    LN_LATENCY,
+    LOG2_LATENCY,
+    Exp2Unit,
+    LeadingOne,
+    LogUnit,
+    RestoringDivider,
+)
+from ahasd.params import AAUParams
+
+# docs/aau.md section 2.
+DOC_LOG2E_CODE = 24204406
+DOC_LN2_CODE = 11629080
+
+
+@cache
+def doc_exp_table(bits):
+    """``E[j] = round(2**(16 + j / 2**B))``; float64 is exact enough for ``B <= 12`` (doc 2)."""
+    return [math.floor(2.0 ** (16 + j / 2**bits) + 0.5) for j in range(2**bits + 1)]
+
+
+@cache
+def doc_log_table(bits):
+    """``L[j] = round(2**20 * log2(1 + j / 2**C))`` (doc 2)."""
+    return [math.floor(2**20 * math.log2(1 + j / 2**bits) + 0.5) for j in range(2**bits + 1)]
+
+
+def doc_shift(value, amount):
+    """``shift(a, c)`` of doc section 1: left for ``c >= 0``, floor right otherwise."""
+    return value << amount if amount >= 0 else value >> -amount
+
+
+def doc_exp(code, bits):
+    """Doc 4.1 steps 1 to 3: ``(n, M)`` for a Q8.8 code."""
+    t = (code * DOC_LOG2E_CODE) >> 16
+    n, f = t >> 16, t & 0xFFFF
+    table = doc_exp_table(bits)
+    low = 16 - bits
+    j, r = f >> low, f & ((1 << low) - 1)
+    return n, table[j] + (((table[j + 1] - table[j]) * r) >> low)
+
+
+def doc_log(z, exponent, bits, frac=32):
+    """Doc 5.1 with the binary point of ``z`` at ``frac``: ``(log2_s, ln_s)``."""
+    lead = z.bit_length() - 1
+    mant = doc_shift(z, 20 - lead) - (1 << 20)
+    table = doc_log_table(bits)
+    low = 20 - bits
+    j, r = mant >> low, mant & ((1 << low) - 1)
+    fraction = table[j] + (((table[j + 1] - table[j]) * r) >> low)
+    log2_s = ((exponent + lead - frac) << 20) + fraction
+    return log2_s, (log2_s * DOC_LN2_CODE) >> 20
+
+
+def doc_post_pass(z, w, ref, m_max, ln_bits):
+    """Doc 5.1 to 5.4: ``recip``, ``top1``, ``entropy`` from the accumulators."""
+    _, ln_s = doc_log(z, ref, ln_bits)
+    q = (abs(w) << 28) // z
+    mean_x = q if w >= 0 else -q
+    entropy = min(65535, max(0, (ln_s - mean_x + 2048) >> 12))
+    recip = 2**56 // z
+    top1 = min(65535, (m_max * recip + 2**23) >> 24)
+    return {"recip": recip, "top1": top1, "entropy": entropy}
+
+
+def check_rejection(build, error, message):
+    with pytest.raises(error, match=f"^{message}$"):
+        build()
+
+
+# ---- RestoringDivider -------------------------------------------------------------------
+
+DIVIDER_WIDTHS = {"dividend_bits": 8, "divisor_bits": 4, "quotient_bits": 5}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error", "message"),
+    [
+        (name, value, error, message.format(name=name, value=value))
+        for name in DIVIDER_WIDTHS
+        for value, error, message in [
+            ("8", TypeError, "{name} must be an integer, not '{value}'"),
+            (True, TypeError, "{name} must be an integer, not {value}"),
+            (0, ValueError, "{name} must be between 1 and 256, not {value}"),
+            (257, ValueError, "{name} must be between 1 and 256, not {value}"),
+        ]
+    ],
+)
+def test_divider_rejects(name, value, error, message):
+    check_rejection(lambda: RestoringDivider(**{**DIVIDER_WIDTHS, name: value}), error, message)
+
+
+def run_divider(dut, cases, *, gap_seed=None):
+    """Divide each ``(dividend, divisor)``; returns ``(quotient, remainder, busy_cycles)``.
+
+    The divisor changes in the start cycle (as in the AAU, whose divisor register loads at
+    the same edge) and is held while ``busy``; with ``gap_seed``, idle cycles come between
+    divisions and the divisor is scrambled outside them.
+    """
+    rng = random.Random(gap_seed)
+    found = []
+
+    async def testbench(ctx):
+        for dividend, divisor in cases:
+            for _ in range(rng.randrange(3) if gap_seed is not None else 0):
+                ctx.set(dut.divisor, rng.randrange(1 << dut.divisor_bits))
+                await ctx.tick()
+            ctx.set(dut.start, 1)
+            ctx.set(dut.dividend, dividend)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            ctx.set(dut.dividend, rng.randrange(1 << dut.dividend_bits))  # read only at start
+            ctx.set(dut.divisor, divisor)
+            busy = 0
+            while ctx.get(dut.busy):
+                busy += 1
+                await ctx.tick()
+                assert busy <= dut.quotient_bits
+            found.append((ctx.get(dut.quotient), ctx.get(dut.remainder), busy))
+
+    simulate(dut, testbench)
+    return found
+
+
+def random_division(rng, dividend_bits, divisor_bits, quotient_bits):
+    """A random case inside the precondition ``dividend < divisor * 2**quotient_bits``."""
+    divisor = rng.randrange(1, 1 << divisor_bits)
+    bound = min(1 << dividend_bits, divisor << quotient_bits)
+    # log-uniform magnitudes, so small and large quotients both occur
+    dividend = min(bound - 1, int(2 ** rng.uniform(0, math.log2(bound))))
+    return dividend, divisor
+
+
+@pytest.mark.parametrize(
+    "widths",
+    [
+        (8, 4, 5),  # small
+        (81, 49, 32),  # the AAU's (|W| << 28) // Z
+        (57, 49, 25),  # the AAU's 2**56 // Z
+        (3, 6, 8),  # a dividend narrower than the quotient
+        (4, 3, 1),  # one quotient bit
+    ],
+)
+def test_divider_against_divmod(widths):
+    dividend_bits, divisor_bits, quotient_bits = widths
+    rng = random.Random(choose_seed(sum(widths)))
+    top = (1 << divisor_bits) - 1
+    fits = min((1 << dividend_bits) - 1, (top << quotient_bits) - 1)
+    cases = [
+        (0, 1),
+        (0, top),
+        (fits, top),  # the largest dividend whose quotient fits
+        ((1 << quotient_bits) - 1, 1) if dividend_bits >= quotient_bits else (1, 1),
+        (min(fits, top), top),  # quotient 1 (or 0), remainder 0
+    ]
+    cases += [random_division(rng, *widths) for _ in range(60)]
+    dut = RestoringDivider(
+        dividend_bits=dividend_bits, divisor_bits=divisor_bits, quotient_bits=quotient_bits
+    )
+    found = run_divider(dut, cases, gap_seed=rng.randrange(1 << 30))
+    for (dividend, divisor), (quotient, remainder, busy) in zip(cases, found, strict=True):
+        assert (quotient, remainder) == divmod(dividend, divisor), (dividend, divisor)
+        assert busy == quotient_bits
+
+
+def test_divider_aau_extremes():
+    """The AAU's two divisions at the ends of their ranges (doc 5.2, 5.4, 8): Z from
+    ``2**32`` to ``2**49 - 1``, ``|W|`` up to the doc's bound ``8 Z + 18 N``."""
+    mean = RestoringDivider(dividend_bits=81, divisor_bits=49, quotient_bits=32)
+    recip = RestoringDivider(dividend_bits=57, divisor_bits=49, quotient_bits=25)
+    zs = [1 << 32, (1 << 32) + 1, 3 << 40, (1 << 49) - 1]
+    mean_cases = [((8 * z + 18 * 65536) << 28, z) for z in zs] + [(1 << 28, z) for z in zs]
+    recip_cases = [(1 << 56, z) for z in zs]
+    for dut, cases in ((mean, mean_cases), (recip, recip_cases)):
+        found = run_divider(dut, cases)
+        assert [(q, r) for q, r, _ in found] == [divmod(a, b) for a, b in cases]
+    assert run_divider(recip, [(1 << 56, 1 << 32)])[0][0] == 1 << 24  # recip of 1.0
+
+
+def test_divider_restart_abandons_the_division():
+    """``start`` while busy starts over with the new dividend."""
+    dut = RestoringDivider(dividend_bits=8, divisor_bits=4, quotient_bits=5)
+    results = []
+
+    async def testbench(ctx):
+        ctx.set(dut.divisor, 7)
+        ctx.set(dut.start, 1)
+        ctx.set(dut.dividend, 200)
+        await ctx.tick()
+        ctx.set(dut.dividend, 0)
+        ctx.set(dut.start, 0)
+        for _ in range(2):
+            await ctx.tick()
+        ctx.set(dut.start, 1)
+        ctx.set(dut.dividend, 100)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        cycles = 0
+        while ctx.get(dut.busy):
+            cycles += 1
+            await ctx.tick()
+        results.append((ctx.get(dut.quotient), ctx.get(dut.remainder), cycles))
+
+    simulate(dut, testbench)
+    assert results == [(14, 2, 5)]
+
+
+# ---- LeadingOne -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        ("4", TypeError, "width must be an integer, not '4'"),
+        (0, ValueError, "width must be between 1 and 1024, not 0"),
+        (1025, ValueError, "width must be between 1 and 1024, not 1025"),
+    ],
+)
+def test_leading_one_rejects(value, error, message):
+    check_rejection(lambda: LeadingOne(width=value), error, message)
+
+
+def leading_one_outputs(dut, values):
+    found = []
+
+    async def testbench(ctx):
+        for value in values:
+            ctx.set(dut.value, value)
+            found.append((ctx.get(dut.position), ctx.get(dut.nonzero)))
+
+    sim = Simulator(dut)  # combinational: no clock (the harness always adds one)
+    sim.add_testbench(testbench)
+    sim.run()
+    return found
+
+
+@pytest.mark.parametrize("width", [1, 2, 5, 10])
+def test_leading_one_exhaustive(width):
+    values = list(range(1 << width))
+    found = leading_one_outputs(LeadingOne(width=width), values)
+    assert found == [(max(0, v.bit_length() - 1), int(v != 0)) for v in values]
+
+
+def test_leading_one_wide():
+    rng = random.Random(choose_seed(17))
+    values = [0, 1, (1 << 49) - 1, 1 << 48] + [
+        rng.randrange(1 << rng.randrange(50)) for _ in range(300)
+    ]
+    found = leading_one_outputs(LeadingOne(width=49), values)
+    assert found == [(max(0, v.bit_length() - 1), int(v != 0)) for v in values]
+
+
+# ---- Exp2Unit ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"table_bits": "6"}, TypeError, "table_bits must be an integer, not '6'"),
+        ({"table_bits": 0}, ValueError, "table_bits must be between 1 and 12, not 0"),
+        ({"table_bits": 13}, ValueError, "table_bits must be between 1 and 12, not 13"),
+        ({"table_bits": 6, "tag_shape": "x"}, TypeError, "tag_shape must be a shape, not 'x'"),
+    ],
+)
+def test_exp_rejects(kwargs, error, message):
+    check_rejection(lambda: Exp2Unit(**kwargs), error, message)
+
+
+def run_stream(dut, inputs, *, in_idle=0.0, out_stall=0.0, seed=0, max_cycles=400_000):
+    """Stream ``inputs`` (payload dicts) through a stream component with random gaps.
+
+    Returns the output payloads and, per cycle, checks the stream rules the unit promises:
+    ``i.ready == o.ready`` and an output that is not taken stays as it is.
+    """
+    rng = random.Random(seed)
+    outputs = []
+
+    async def testbench(ctx):
+        position, presenting, held = 0, False, None
+        for _ in range(max_cycles):
+            if not presenting and position < len(inputs) and rng.random() >= in_idle:
+                ctx.set(dut.i.payload, inputs[position])
+                presenting = True
+            ctx.set(dut.i.valid, presenting)
+            ctx.set(dut.o.ready, rng.random() >= out_stall)
+            sampled = await ctx.tick().sample(
+                dut.i.ready, dut.o.valid, dut.o.ready, dut.o.payload.as_value()
+            )
+            i_ready, o_valid, o_ready, o_bits = sampled[2:]
+            assert i_ready == o_ready
+            if held is not None:
+                assert (o_valid, o_bits) == held, "o changed while not taken"
+            held = (o_valid, o_bits) if o_valid and not o_ready else None
+            if presenting and i_ready:
+                position += 1
+                presenting = False
+            if o_valid and o_ready:
+                outputs.append(o_bits)
+            if len(outputs) == len(inputs):
+                return
+        raise AssertionError(f"timeout: {position}/{len(inputs)} in, {len(outputs)} out")
+
+    simulate(dut, testbench)
+    layout = dut.o.payload.shape()
+    return [layout.from_bits(bits) for bits in outputs]
+
+
+class ExpPair(Elaboratable):
+    """The default unit (B = 6) and a reduced one (B = 2) on the same codes."""
+
+    def __init__(self):
+        self.default = Exp2Unit(table_bits=6)
+        self.reduced = Exp2Unit(table_bits=2)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.default = self.default
+        m.submodules.reduced = self.reduced
+        return m
+
+
+@pytest.mark.slow
+def test_exp_every_code_monotonic():
+    """All 65,536 codes in ascending order, back to back, through B = 6 and B = 2: each
+    output equals doc 4.1, and ``(n, M)`` never decreases from one code to the next (doc
+    4.3 relies on ``n`` being monotone; the tables make ``M`` monotone within each ``n``)."""
+    pair = ExpPair()
+    units = {6: pair.default, 2: pair.reduced}
+    codes = list(range(-32768, 32768))
+    found = {bits: [] for bits in units}
+
+    async def testbench(ctx):
+        for unit in units.values():
+            ctx.set(unit.o.ready, 1)
+            ctx.set(unit.i.valid, 1)
+        for cycle in range(len(codes) + EXP_LATENCY - 1):
+            if cycle < len(codes):
+                for unit in units.values():
+                    ctx.set(unit.i.payload.x, codes[cycle])
+            await ctx.tick()
+            if cycle >= EXP_LATENCY - 1:
+                for bits, unit in units.items():
+                    found[bits].append((ctx.get(unit.o.payload.n), ctx.get(unit.o.payload.m)))
+
+    simulate(pair, testbench)
+    for bits, outputs in found.items():
+        assert outputs == [doc_exp(code, bits) for code in codes], bits
+        assert all(a <= b for a, b in itertools.pairwise(outputs)), bits
+        assert {n for n, _ in outputs} == set(range(-185, 185))
+
+
+@pytest.mark.parametrize("bits", [1, 3, 12])
+def test_exp_other_tables_with_stalls(bits):
+    """Random codes and the range ends, with a tag, gaps on the input and output stalls."""
+    rng = random.Random(choose_seed(bits))
+    codes = [-32768, -32767, -1, 0, 1, 177, 178, 32766, 32767]
+    codes += [rng.randrange(-32768, 32768) for _ in range(600)]
+    tag = data.StructLayout({"index": 12, "flag": 1})
+    dut = Exp2Unit(table_bits=bits, tag_shape=tag)
+    inputs = [{"x": c, "tag": {"index": n, "flag": n & 1}} for n, c in enumerate(codes)]
+    outputs = run_stream(dut, inputs, in_idle=0.3, out_stall=0.4, seed=rng.randrange(1 << 30))
+    for n, (code, out) in enumerate(zip(codes, outputs, strict=True)):
+        assert (out.n, out.m) == doc_exp(code, bits), code
+        assert (out.tag.index, out.tag.flag) == (n, n & 1)  # in order, tag intact
+
+
+def test_exp_latency_and_stall():
+    """An element is on ``o`` after EXP_LATENCY advancing edges, the one that takes it
+    included; a low ``o.ready`` freezes the pipeline for as many cycles as it lasts."""
+    dut = Exp2Unit(table_bits=6, tag_shape=signed(8))
+    seen = []
+
+    async def testbench(ctx):
+        ctx.set(dut.o.ready, 1)
+        ctx.set(dut.i.payload, {"x": 256, "tag": -5})
+        ctx.set(dut.i.valid, 1)
+        await ctx.tick()  # advancing edge 1 takes the element
+        ctx.set(dut.i.valid, 0)
+        for _ in range(EXP_LATENCY - 2):
+            assert not ctx.get(dut.o.valid)
+            await ctx.tick()
+        ctx.set(dut.o.ready, 0)  # stall with the element one stage before o
+        for _ in range(4):
+            assert not ctx.get(dut.o.valid)
+            await ctx.tick()
+        assert not ctx.get(dut.o.valid)
+        ctx.set(dut.o.ready, 1)
+        await ctx.tick()  # advancing edge EXP_LATENCY
+        seen.append((ctx.get(dut.o.valid), ctx.get(dut.o.payload.m), ctx.get(dut.o.payload.tag)))
+
+    simulate(dut, testbench)
+    # x = 1.0: t = floor(log2(e) * 2**16) = 94548, n = 1, M = 2**frac(t) * 2**16 ~ e / 2
+    assert seen == [(1, doc_exp(256, 6)[1], -5)]
+    assert abs(seen[0][1] / 65536 * 2 - math.e) < 1e-4
+
+
+# ---- LogUnit ---------------------------------------------------------------------------
+
+
+LOG_WIDTHS = {"z_bits": 12, "z_frac_bits": 4, "exponent_bits": 4, "table_bits": 2}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"z_bits": 0}, ValueError, "z_bits must be between 1 and 256, not 0"),
+        ({"z_bits": 1.5}, TypeError, "z_bits must be an integer, not 1.5"),
+        ({"z_frac_bits": 12}, ValueError, "z_frac_bits must be between 0 and 11, not 12"),
+        ({"z_frac_bits": -1}, ValueError, "z_frac_bits must be between 0 and 11, not -1"),
+        ({"exponent_bits": 0}, ValueError, "exponent_bits must be between 1 and 32, not 0"),
+        ({"exponent_bits": 33}, ValueError, "exponent_bits must be between 1 and 32, not 33"),
+        ({"table_bits": 13}, ValueError, "table_bits must be between 1 and 12, not 13"),
+        ({"table_bits": None}, TypeError, "table_bits must be an integer, not None"),
+    ],
+)
+def test_log_rejects(kwargs, error, message):
+    check_rejection(lambda: LogUnit(**{**LOG_WIDTHS, **kwargs}), error, message)
+
+
+def run_log(dut, cases):
+    """One ``(z, exponent)`` per cycle: the input sampled at edge ``a`` is on ``log2`` after
+    edge ``a + LOG2_LATENCY - 1`` and on ``ln`` after edge ``a + LN_LATENCY - 1``."""
+    log2s, lns = [], []
+
+    async def testbench(ctx):
+        for cycle in range(len(cases) + LN_LATENCY - 1):
+            if cycle < len(cases):
+                z, exponent = cases[cycle]
+                ctx.set(dut.z, z)
+                ctx.set(dut.exponent, exponent)
+            await ctx.tick()
+            # after edge `cycle`: log2 of the input of cycle - LOG2_LATENCY + 1
+            if LOG2_LATENCY - 1 <= cycle < len(cases) + LOG2_LATENCY - 1:
+                log2s.append(ctx.get(dut.log2))
+            if cycle >= LN_LATENCY - 1:
+                lns.append(ctx.get(dut.ln))
+
+    simulate(dut, testbench)
+    return log2s, lns
+
+
+@pytest.mark.parametrize(
+    "widths",
+    [
+        (49, 32, 9, 6),  # the AAU's: Z (UQ17.32) and R
+        (49, 32, 9, 8),
+        (12, 4, 4, 2),  # a binary point below 20: the mantissa shifts left
+        (30, 25, 3, 12),
+    ],
+)
+def test_log_against_doc(widths):
+    z_bits, frac, exponent_bits, table_bits = widths
+    rng = random.Random(choose_seed(sum(widths)))
+    low, high = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
+    cases = [
+        (1 << frac, 0),  # S = 1: log2 = ln = 0
+        (1 << frac, high),
+        ((1 << z_bits) - 1, low),
+        ((1 << z_bits) - 1, high),
+        ((1 << frac) + 1, -1),
+        (1 << (z_bits - 1), 0),
+    ]
+    cases += [
+        (rng.randrange(1 << frac, 1 << rng.randrange(frac + 1, z_bits + 1)), rng.randint(low, high))
+        for _ in range(300)
+    ]
+    dut = LogUnit(
+        z_bits=z_bits, z_frac_bits=frac, exponent_bits=exponent_bits, table_bits=table_bits
+    )
+    log2s, lns = run_log(dut, cases)
+    expected = [doc_log(z, e, table_bits, frac) for z, e in cases]
+    assert log2s == [log2 for log2, _ in expected]
+    assert lns == [ln for _, ln in expected]
+    assert (log2s[0], lns[0]) == (0, 0)
+
+
+def test_log_exact_points():
+    """Hand values: S = 4 is log2 2.0, ln 2 * ln 2 (doc 5.1: L[0] = 0, mant = 0)."""
+    dut = LogUnit(z_bits=49, z_frac_bits=32, exponent_bits=9, table_bits=6)
+    log2s, lns = run_log(dut, [(1 << 34, 0), (1 << 32, 2), (1 << 32, -3)])
+    assert log2s == [2 << 20, 2 << 20, -3 << 20]
+    assert lns == [2 * DOC_LN2_CODE, 2 * DOC_LN2_CODE, -3 * DOC_LN2_CODE]
+
+
+# ---- PostPass ----------------------------------------------------------------------------
+
+
+def test_post_pass_rejects():
+    check_rejection(lambda: PostPass(None), TypeError, "params must be an AAUParams, not None")
+
+
+def test_log_settles_before_the_dividers():
+    """The post pass reads ln S in its combining cycle without waiting for it."""
+    assert LN_LATENCY < DIVIDER_CYCLES
+
+
+def random_accumulators(rng, params):
+    """Accumulator states the stream can produce (doc 8): ``2**32 <= Z < N 2**33``, ``|W| <=
+    8 Z + 18 N`` inside the W width, any R, ``M_max`` in ``[65536, 131071]``."""
+    length = params.max_length
+    z_top = min((1 << 49) - 1, length << 33)
+    z = int(2 ** rng.uniform(32, math.log2(z_top)))
+    w_bound = min(8 * z + 18 * length, (1 << (36 + (length - 1).bit_length())) - 1)
+    return {
+        "mode": rng.choice([Mode.STATS, Mode.STATS, Mode.SUM, Mode.MAX]),
+        "max": rng.randrange(-32768, 32768),
+        "argmax": rng.randrange(length),
+        "sum": rng.randrange(-(length << 15), length << 15),
+        "z": z,
+        "w": rng.choice([1, -1]) * int(rng.uniform(0, 1) ** 4 * w_bound),
+        "ref": rng.randrange(-185, 185),
+        "m_max": rng.randrange(65536, 131072),
+    }
+
+
+def run_post_pass(dut, vectors, *, in_idle=0.0, out_stall=0.0, seed=0):
+    """Hand ``vectors`` to the post pass; collect every result with the cycle it was taken,
+    the cycle each vector was taken, and ``(stats_ref, stats_recip)`` at each result."""
+    rng = random.Random(seed)
+    taken, results = [], []
+    result_names = [name for name, _ in dut.result.payload.shape()]
+
+    async def testbench(ctx):
+        position, presenting = 0, False
+        for cycle in range(200 * len(vectors) + 100):
+            if not presenting and position < len(vectors) and rng.random() >= in_idle:
+                ctx.set(dut.i.payload, vectors[position])
+                presenting = True
+            ctx.set(dut.i.valid, presenting)
+            ctx.set(dut.result.ready, rng.random() >= out_stall)
+            sampled = await ctx.tick().sample(
+                dut.i.ready, dut.result.valid, dut.result.ready, dut.result.payload
+            )
+            i_ready, r_valid, r_ready, payload = sampled[2:]
+            if presenting and i_ready:
+                taken.append(cycle)
+                position += 1
+                presenting = False
+            if r_valid and r_ready:
+                fields = {name: getattr(payload, name) for name in result_names}
+                fields = {k: Mode(v) if k == "mode" else int(v) for k, v in fields.items()}
+                published = (ctx.get(dut.stats_ref), ctx.get(dut.stats_recip))
+                results.append((cycle, fields, published))
+            if len(results) == len(vectors):
+                return
+        raise AssertionError(f"timeout: {position} in, {len(results)} results")
+
+    simulate(dut, testbench)
+    return taken, results
+
+
+@pytest.mark.parametrize(
+    "params", [AAUParams(), AAUParams(max_length=1000, ln_table_bits=8)], ids=str
+)
+def test_post_pass_against_doc(params):
+    rng = random.Random(choose_seed(params.max_length))
+    vectors = [
+        # length 1 at X = 0: Z = 2**32, W = 0, R = 0: recip = 2**24, top1 saturates
+        {"mode": Mode.STATS, "max": 0, "argmax": 0, "sum": 0, "z": 1 << 32, "w": 0,
+         "ref": 0, "m_max": 65536},
+        # four zeros (doc 12's hand case): Z = 2**34, entropy = ln 4
+        {"mode": Mode.STATS, "max": 0, "argmax": 0, "sum": 0, "z": 1 << 34, "w": 0,
+         "ref": 0, "m_max": 65536},
+    ]  # fmt: skip
+    vectors += [random_accumulators(rng, params) for _ in range(40)]
+    dut = PostPass(params)
+    _, results = run_post_pass(
+        dut, vectors, in_idle=0.3, out_stall=0.3, seed=rng.randrange(1 << 30)
+    )
+    published = (0, 0)
+    for vector, (_, result, stats) in zip(vectors, results, strict=True):
+        expected = {
+            "mode": vector["mode"],
+            "max": vector["max"],
+            "argmax": vector["argmax"],
+            "sum": vector["sum"],
+            "z": vector["z"],
+            "z_exp": vector["ref"],
+            "w": vector["w"],
+            "recip": 0,
+            "top1": 0,
+            "entropy": 0,
+        }
+        if vector["mode"] == Mode.STATS:
+            expected.update(
+                doc_post_pass(vector["z"], vector["w"], vector["ref"], vector["m_max"],
+                              params.ln_table_bits)
+            )  # fmt: skip
+            published = (vector["ref"], expected["recip"])
+        assert result == expected
+        assert stats == published  # R and recip of the last STATS vector, from its result on
+    assert (results[0][1]["recip"], results[0][1]["top1"]) == (1 << 24, 65535)
+    assert (results[1][1]["top1"], results[1][1]["entropy"]) == (16384, 5678)
+
+
+def test_post_pass_latency():
+    """STATS: result valid DIVIDER_CYCLES + 1 edges after the vector is taken; SUM/MAX: at
+    the next edge; one STATS vector per DIVIDER_CYCLES + 3 cycles back to back."""
+    params = AAUParams()
+    base = {"max": 1, "argmax": 0, "sum": 1, "z": 1 << 33, "w": 5, "ref": 3, "m_max": 70000}
+    modes = [Mode.STATS, Mode.SUM, Mode.STATS, Mode.STATS, Mode.MAX, Mode.SUM]
+    vectors = [{**base, "mode": mode} for mode in modes]
+    taken, results = run_post_pass(PostPass(params), vectors)
+    # the result is taken at the edge after the one that raises result.valid
+    waits = [done - start for start, (done, _, _) in zip(taken, results, strict=True)]
+    assert waits == [DIVIDER_CYCLES + 2 if mode == Mode.STATS else 1 for mode in modes]
+    assert taken[3] - taken[2] == DIVIDER_CYCLES + 3
+
+
+def test_post_pass_busy_and_ready():
+    """``stats_busy`` exactly while a STATS vector divides; ``i.ready`` only when idle."""
+    layout = accumulators_layout(AAUParams())
+    dut = PostPass(AAUParams())
+    trace = []
+
+    async def testbench(ctx):
+        ctx.set(dut.result.ready, 0)
+        ctx.set(dut.i.payload, layout.const({"mode": Mode.STATS, "z": 1 << 32, "m_max": 65536}))
+        ctx.set(dut.i.valid, 1)
+        for _ in range(DIVIDER_CYCLES + 6):
+            trace.append((ctx.get(dut.i.ready), ctx.get(dut.stats_busy), ctx.get(dut.result.valid)))
+            await ctx.tick()
+            ctx.set(dut.i.valid, 0)
+
+    simulate(dut, testbench)
+    assert trace[0] == (1, 0, 0)
+    assert trace[1 : DIVIDER_CYCLES + 2] == [(0, 1, 0)] * (DIVIDER_CYCLES + 1)
+    assert trace[DIVIDER_CYCLES + 2 :] == [(0, 0, 1)] * 4  # held until taken
