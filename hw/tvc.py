@@ -191,6 +191,10 @@ class TVC(wiring.Component):
         High in the cycle whose closing edge completes a ``LEARN`` (push or error).
     n_max : Signal(n_bits)
         The ``N_max`` register (also readable through the read port).
+    tables : dict of Table to list of Signal(ratio_bits)
+        ``NVCT``, ``PDCT``, ``PVCT``, index 0 newest (the arithmetic proofs read them whole).
+    l_kv : Signal(length_bits)
+        ``L_kv`` latched by the last ``NPU_START``.
 
     Latency, counted from the cycle ``a`` in which a command is accepted (``ans.ready``
     high): ``NPU_START``/``NPU_DONE`` act at the acceptance edge, the port is ready again in
@@ -223,6 +227,14 @@ class TVC(wiring.Component):
         )
         self.learn_done = Signal()
         self.n_max = Signal(params.n_bits, init=params.n_max)
+        self.tables = {
+            table: [
+                Signal(params.ratio_bits, name=f"{table.name.lower()}_{i}")
+                for i in range(params.depth)
+            ]
+            for table in (Table.NVCT, Table.PDCT, Table.PVCT)
+        }
+        self.l_kv = Signal(params.length_bits)
 
     def elaborate(self, platform):
         p = self.params
@@ -239,11 +251,7 @@ class TVC(wiring.Component):
         # operator sees equal operand widths (lint-clean Verilog, see docs/tvc.md).
         term_bits = c_left_bits(p) - 2
 
-        # Tables: index 0 newest.
-        tables = {
-            table: [Signal(p.ratio_bits, name=f"{table.name.lower()}_{i}") for i in range(p.depth)]
-            for table in (Table.NVCT, Table.PDCT, Table.PVCT)
-        }
+        tables = self.tables  # index 0 newest
         n_max = self.n_max
         # The tables' sums, registered one cycle behind the tables. A table changes only at
         # the edge that ends a write (accepted while idle) or a LEARN; the port is idle in the
@@ -278,7 +286,7 @@ class TVC(wiring.Component):
         # NPU task: L_kv and the NCR counter.
         npu_busy = Signal()
         ncr = Signal(p.cycle_bits)
-        l_kv = Signal(p.length_bits)
+        l_kv = self.l_kv
         error = Signal()
         m.d.comb += [self.npu_busy.eq(npu_busy), self.ncr.eq(ncr), self.error.eq(error)]
         with m.If(npu_busy & ~ncr.all()):
