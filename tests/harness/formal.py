@@ -9,8 +9,10 @@ solver's summary and the path of the counterexample trace.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +49,8 @@ def check(
     ``multiclock`` enables sby's multiclock mode for designs with several clock domains
     (clocks then become free inputs the solver chooses, so every ratio is covered).
     ``engine`` replaces the mode's default engine line (e.g. ``"smtbmc yices"`` for a proof
-    whose arithmetic z3 finds slow).
+    whose arithmetic z3 finds slow). ``timeout_s`` bounds the run; sby and every solver it
+    started are stopped then, and the check fails saying so.
     """
     if mode not in ENGINES:
         raise ValueError(f"mode must be one of {sorted(ENGINES)}, not {mode!r}")
@@ -95,23 +98,57 @@ def check(
     # The solvers (yices-smt2, z3) are console scripts of the venv that runs the tests.
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    done = subprocess.run(
-        command,
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-        env=env,
-    )
-    output = done.stdout + done.stderr
+    returncode, output = run_in_own_group(command, cwd=workdir, env=env, timeout_s=timeout_s)
     (workdir / "sby.log").write_text(output)
-    if done.returncode != 0:
+    if returncode is None:
+        pytest.fail(
+            f"formal {mode} of {name} did not finish within {timeout_s} s (yowasp-sby and "
+            f"its solvers were stopped); log: {workdir / 'sby.log'}",
+            pytrace=False,
+        )
+    if returncode != 0:
         summary = "\n".join(
             line for line in output.splitlines() if "summary" in line or "Assert" in line
         )
         pytest.fail(
-            f"formal {mode} of {name} failed (exit {done.returncode}); log: {workdir / 'sby.log'}, "
+            f"formal {mode} of {name} failed (exit {returncode}); log: {workdir / 'sby.log'}, "
             f"traces under {workdir / name}\n{summary or output[-4000:]}",
             pytrace=False,
         )
+
+
+def run_in_own_group(
+    command: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float
+) -> tuple[int | None, str]:
+    """Run ``command`` in a process group of its own; ``(exit status, output)``, or
+    ``(None, output so far)`` when it outlives ``timeout_s``.
+
+    sby starts yosys and the solvers as children of its own; killing sby alone leaves them
+    running (orphans that hold a core each). On a timeout, or when this process is
+    interrupted, the whole group is killed and reaped.
+    """
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+        return process.returncode, output
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        output, _ = process.communicate()
+        return None, output
+    except BaseException:
+        _kill_group(process)
+        process.communicate()
+        raise
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
