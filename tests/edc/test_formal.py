@@ -34,21 +34,15 @@ from amaranth.hdl import (
     ResetSignal,
     Signal,
 )
+from harness import small_params
 from harness.formal import check
 
 from ahasd.hw.edc import EDC, EventKind
 from ahasd.params import EDCParams
 
 PARAMS = {
-    "predicted": EDCParams(counter_bits=2, llr_bits=2, history_len=2, length_bits=2, stats_bits=2),
-    "current": EDCParams(
-        counter_bits=2, llr_bits=2, history_len=2, length_bits=2, stats_bits=2, update="current"
-    ),
-}
-# The counter properties are about single transitions, independent of the LLR width: the
-# proof uses a 1-bit LLR (a 128-entry PHT) to stay fast.
-PROVE_PARAMS = {
-    update: dataclasses.replace(params, llr_bits=1) for update, params in PARAMS.items()
+    "predicted": small_params.EDC,
+    "current": dataclasses.replace(small_params.EDC, update="current"),
 }
 BMC_DEPTH = 10
 ARITHMETIC_DEPTH = 4  # an event executes within three cycles of its acceptance
@@ -390,7 +384,7 @@ def test_llr_queue_and_decision_bmc(update):
 def test_counters_stay_in_range_prove(update):
     """The counter properties hold for every transition of every state (reachable or not),
     so k-induction proves them for all time, not just to a bound."""
-    design = Properties(PROVE_PARAMS[update], checks=("counters",))
+    design = Properties(PARAMS[update], checks=("counters",))
     check(design, name=f"edc_{update}_prove", mode="prove", depth=PROVE_DEPTH)
 
 
@@ -407,7 +401,7 @@ def test_histories_index_and_trained_entry_follow_the_spec_proved(update):
     indices {avg hi, avg lo, LLR} and the PHT entry each VERIFY trains, as spec 2.1 gives
     them (bucket values apart: the next test)."""
     check(
-        Arithmetic(PROVE_PARAMS[update], "state"),
+        Arithmetic(PARAMS[update], "state"),
         name=f"edc_{update}_state_prove",
         mode="prove",
         depth=ARITHMETIC_DEPTH,
@@ -423,7 +417,7 @@ def test_every_bucket_equals_the_spec_formula():
     every combination is reachable within four steps of reset (an Hmax write, a DRAFT, a
     VERIFY, the check); the k-induction proof of the same takes three minutes."""
     check(
-        Arithmetic(PROVE_PARAMS["predicted"], "bucket"),
+        Arithmetic(PARAMS["predicted"], "bucket"),
         name="edc_bucket_bmc",
         mode="bmc",
         depth=ARITHMETIC_DEPTH,

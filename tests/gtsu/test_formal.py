@@ -30,13 +30,14 @@ from __future__ import annotations
 import pytest
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Cover, Elaboratable, Module, Mux, Signal
+from harness import small_params
 from harness.formal import check
 
 from ahasd.hw.gtsu import GTSU, Task, default_masks
 from ahasd.params import GTSUParams
 
-SMALL = GTSUParams(ranks=4, timer_bits=2, t_off=1, t_on=2)
-COUNTER_BITS = 3
+SMALL = small_params.GTSU
+COUNTER_BITS = small_params.GTSU_COUNTER_BITS
 SERVICE_DEPTH = 30  # 2 * (longest switch 6 + 1) + room for writes and a second request
 
 

@@ -30,24 +30,23 @@ saturated NCR).
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal
+from harness import small_params
 from harness.formal import check
 
 from ahasd.hw.tvc import TVC, Op, Table, divider_cycles
 from ahasd.params import TVCParams
 
-SMALL = TVCParams(
-    depth=2, frac_bits=2, cycle_bits=8, length_bits=4, ratio_bits=8, n_bits=3, n_max=5
-)
-# The arithmetic proofs: the narrowest widths the parameters allow keep the solver quick.
+# Two-entry tables, F = 2, 8-bit cycles (harness/small_params.py; the mutation campaigns
+# mutate this netlist).
+SMALL = small_params.TVC
+# The answer's k-induction proof: one-entry tables and the narrowest widths the parameters
+# allow keep the solver quick.
 ARITH = TVCParams(
     depth=1, frac_bits=1, cycle_bits=8, length_bits=3, ratio_bits=6, n_bits=2, n_max=2
 )
-ARITH_TWO_ENTRIES = dataclasses.replace(ARITH, depth=2)
 
 
 class Properties(Elaboratable):
@@ -316,7 +315,7 @@ def test_answers_and_learned_ratios_equal_the_spec_formulas_proved(which):
     P and N_max): each answer's n and C_left, or each LEARN's table update, by the spec.
     The answer is proved on one-entry tables (the proof over two entries takes minutes; the
     sums' adder and the log2(depth) shift are covered by the bounded check below)."""
-    params = ARITH if which == "ask" else ARITH_TWO_ENTRIES
+    params = ARITH if which == "ask" else SMALL
     check(
         Arithmetic(params, which),
         name=f"tvc_arithmetic_{which}",
@@ -328,9 +327,10 @@ def test_answers_and_learned_ratios_equal_the_spec_formulas_proved(which):
 
 @pytest.mark.formal
 def test_answers_equal_the_spec_formulas_two_entries_bmc():
-    """Bounded check from reset with two-entry tables (sums of two ratios, shift F + 1)."""
+    """Bounded check from reset with two-entry tables (sums of two ratios, shift F + 1) at
+    the small parameter set."""
     check(
-        Arithmetic(ARITH_TWO_ENTRIES, "ask"),
+        Arithmetic(SMALL, "ask"),
         name="tvc_arithmetic_ask_bmc",
         mode="bmc",
         depth=10,
