@@ -115,6 +115,8 @@ class Traffic:
         side = (self.thresholds // 7) % 3 - 1
         self.thresholds += 1
         step = 8 // gcd(k * hmax, 8)  # L must be a multiple of it for 8*S == k*L*Hmax
+        if step > self.max_length:  # no such L (narrow lengths): the nearest case instead
+            step = 1
         length = step * rng.randrange(1, self.max_length // step + 1)
         edge = k * length * hmax // 8
         return min(self.sum_max, edge + side), length
@@ -240,6 +242,10 @@ async def run_random(dut, events: int, stall: float, label: str) -> None:
         hmax_write = None
         if rng.random() < 2e-4:
             hmax_write = rng.randrange(params.hmax // 2, 1 << 16)
+            if params.length_bits < 3:
+                # With batches of at most 3 tokens, 8*S == k*L*Hmax needs 8 | k*L*Hmax for
+                # every k: keep Hmax a multiple of 8 so the threshold bins stay reachable.
+                hmax_write &= ~7
         dut.hmax_w__valid.value = int(hmax_write is not None)
         if hmax_write is not None:
             dut.hmax_w__payload.value = hmax_write

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness import small_params
 from harness.cocotb_run import run_block_cocotb
 from harness.seeds import choose_seed
 
@@ -24,6 +25,8 @@ PARAMS = {
     "small_current": EDCParams(
         counter_bits=3, llr_bits=2, history_len=4, stats_bits=6, update="current"
     ),
+    # The formal tier's parameter set (the netlist the mutation campaign mutates).
+    "formal_small": small_params.EDC,
 }
 
 

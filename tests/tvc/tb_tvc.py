@@ -164,7 +164,7 @@ class Traffic:
             self.burst = [("write", table, index, 0) for index in range(p.depth)]
             return self.burst.pop()
         if rng.random() < 0.1:
-            value = rng.randrange(1 << p.n_bits) if rng.random() < 0.5 else rng.randrange(12)
+            value = rng.randrange(1 << p.n_bits if rng.random() < 0.5 else min(12, 1 << p.n_bits))
             return ("n_max", value)
         return ("write", rng.choice(TABLES), rng.randrange(p.depth), self.ratio())
 
@@ -444,16 +444,19 @@ class TB:
         _, target, pvct_zero = name
         # NVCT one cycle per token (C_npu = L_kv), PDCT k cycles per batch (C_d1 = k),
         # PVCT empty or not; then C_left = L_kv - NCR - k falls by one a cycle.
+        # (Narrow lengths keep L_kv and C_d1 small enough for C_left to start above 1.)
         one = 1 << p.frac_bits
-        d1 = rng.randrange(0, 9)
+        longest = (1 << p.length_bits) - 1
+        d1 = rng.randrange(0, min(9, longest // 3 + 1))
         steps = [("wr", ("write", "nvct", i, one)) for i in range(p.depth)]
         steps += [("wr", ("write", "pdct", i, d1 * one)) for i in range(p.depth)]
         for i in range(p.depth):
-            ratio = 0 if pvct_zero or (i and rng.random() < 0.5) else rng.randrange(1, 64 * one)
+            largest = min(64 * one, 1 << p.ratio_bits)
+            ratio = 0 if pvct_zero or (i and rng.random() < 0.5) else rng.randrange(1, largest)
             steps.append(("wr", ("write", "pvct", i, ratio)))
         # N_max and P at least 1, so that an answer of 0 is the formula's, not a clamp's.
         steps.append(("wr", ("n_max", rng.randrange(1, min(16, 1 << p.n_bits)))))
-        steps.append(("cmd", ("npu_start", 24 + d1 + rng.randrange(8))))
+        steps.append(("cmd", ("npu_start", min(longest, 24 + d1 + rng.randrange(8)))))
         steps.append(("ask_at", target, rng.randrange(1, 16)))
         return steps
 

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from harness import small_params
 from harness.cocotb_run import run_block_cocotb
 from harness.seeds import choose_seed
 
@@ -22,6 +23,9 @@ COMMANDS = os.environ.get("AHASD_COMMANDS", "50000")
 PARAMS = {
     "default": TVCParams(),
     "f4_c24_nmax5": TVCParams(frac_bits=4, cycle_bits=24, n_max=5),
+    # The formal tier's parameter set (the netlist the mutation campaign mutates): NCR and
+    # C_npu saturate at 255, lengths at 15.
+    "formal_small": small_params.TVC,
 }
 
 
