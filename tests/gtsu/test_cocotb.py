@@ -11,9 +11,11 @@ import os
 from pathlib import Path
 
 import pytest
-from harness.cocotb_run import run_block_cocotb
+from harness import small_params
+from harness.cocotb_run import run_block_cocotb, run_cocotb
 from harness.seeds import choose_seed
 
+from ahasd.hw.gtsu import GTSU
 from ahasd.params import GTSUParams
 
 HERE = Path(__file__).parent
@@ -37,4 +39,23 @@ def test_gtsu_random_requests_against_golden(name, offset):
         test_dir=HERE,
         seed=seed,
         extra_env={"AHASD_CYCLES": CYCLES},
+    )
+
+
+@pytest.mark.cocotb
+def test_gtsu_formal_parameter_set_against_golden():
+    """The formal tier's parameter set (4 ranks, 2-bit waits) with a 3-bit switch counter:
+    the counter saturates and stays saturated (a coverage bin says so), every switch report
+    saturates above 3 cycles. The mutation campaign mutates exactly this netlist."""
+    run_cocotb(
+        top="gtsu",
+        component=lambda: GTSU(small_params.GTSU, counter_bits=small_params.GTSU_COUNTER_BITS),
+        tag=f"{small_params.GTSU.tag()}-counter{small_params.GTSU_COUNTER_BITS}",
+        params=small_params.GTSU,
+        test_module="tb_gtsu",
+        test_dir=HERE,
+        extra_env={
+            "AHASD_CYCLES": CYCLES,
+            "AHASD_COUNTER_BITS": str(small_params.GTSU_COUNTER_BITS),
+        },
     )
