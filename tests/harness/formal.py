@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +52,16 @@ def check(
     ``engine`` replaces the mode's default engine line (e.g. ``"smtbmc yices"`` for a proof
     whose arithmetic z3 finds slow). ``timeout_s`` bounds the run; sby and every solver it
     started are stopped then, and the check fails saying so.
+
+    Under ``tests/mutation/run.py`` (``AHASD_MUTANT`` set) the check runs the campaign's
+    mutant instead: in the mutant's own directory, on the design with the mutation applied
+    to the block's module when that module is the campaign's netlist, and not at all when
+    it is not (another parameter set); the outcome goes to the campaign's record.
     """
     if mode not in ENGINES:
         raise ValueError(f"mode must be one of {sorted(ENGINES)}, not {mode!r}")
-    workdir = BUILD / name
+    mutant = mutation_mode()
+    workdir = (BUILD if mutant is None else mutant.workdir) / name
     workdir.mkdir(parents=True, exist_ok=True)
     # A plain Elaboratable wrapper has no signature: its free inputs (AnySeq/AnyConst) and the
     # clocks of undefined domains are what the solver drives, so no ports are named.
@@ -98,8 +105,15 @@ def check(
     # The solvers (yices-smt2, z3) are console scripts of the venv that runs the tests.
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    if mutant is not None:
+        if not mutant.prepare(workdir / "design.il", name):
+            return  # another parameter set: this check cannot run the campaign's mutant
+        timeout_s = mutant.timeout_s
+    started = time.monotonic()
     returncode, output = run_in_own_group(command, cwd=workdir, env=env, timeout_s=timeout_s)
     (workdir / "sby.log").write_text(output)
+    if mutant is not None:
+        mutant.record(name, returncode, output, time.monotonic() - started)
     if returncode is None:
         pytest.fail(
             f"formal {mode} of {name} did not finish within {timeout_s} s (yowasp-sby and "
@@ -152,3 +166,13 @@ def run_in_own_group(
 def _kill_group(process: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def mutation_mode():
+    """The mutant this process's checks run against (``tests/mutation/run.py`` sets
+    ``AHASD_MUTANT``), or None for the ordinary suite."""
+    if "AHASD_MUTANT" not in os.environ:
+        return None
+    from mutation.formal_tier import FormalMutant
+
+    return FormalMutant.from_environment()

