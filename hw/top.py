@@ -136,6 +136,12 @@ class ControllerTop(wiring.Component):
             }
         )
 
+    def member_domains(self) -> dict[str, str]:
+        """The clock domain of every member: the queues' own, ``pim`` for the rest."""
+        domains = dict.fromkeys(self.signature.members, "pim")
+        domains.update(self._queues.member_domains())
+        return domains
+
     def elaborate(self, platform):
         m = Module()
         p = self.params
