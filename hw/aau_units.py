@@ -643,7 +643,7 @@ class RestoringSquareRoot(wiring.Component):
     ``root = rem = 0``, for each pair of radicand bits from the most significant one,
     ``rem = 4 * rem + pair``; if ``rem >= 4 * root + 1``, ``rem -= 4 * root + 1`` and the next
     root bit is 1, else 0 (``root = 2 * root + bit``). Each step is one subtractor of
-    ``root_bits + 2`` bits whose borrow (with the trial's top bit) selects the new remainder.
+    ``root_bits + 2`` bits whose borrow selects the new remainder.
 
     Parameters
     ----------
@@ -688,15 +688,13 @@ class RestoringSquareRoot(wiring.Component):
         pairs = Signal(2 * steps)  # the radicand's bits not yet used, at the top
         count = Signal(range(steps))
 
-        # remainder <= 2 * root, so the trial 4 * remainder + pair has steps + 3 bits, and
-        # 4 * root + 1 < 2**(steps + 2) (root < 2**(steps - 1) before the last step). The
-        # trial fits (is at least 4 * root + 1) when its top bit is set or when its low
-        # steps + 2 bits are not below 4 * root + 1: the borrow of one subtractor. The new
-        # remainder is then at most 2 * (2 * root + 1) < 2**(steps + 1), so the low steps + 1
-        # bits of the difference (or of the trial) are all of it.
-        trial = Cat(pairs[-2:], self.remainder)
-        difference = trial[: steps + 2] - Cat(Const(1, 2), self.root)
-        fits = trial[-1] | ~difference[-1]
+        # Before the last step root < 2**(steps - 1) and remainder <= 2 * root < 2**steps,
+        # so the trial 4 * remainder + pair <= 8 * root + 3 fits steps + 2 bits, as does
+        # 4 * root + 1. It fits (is at least 4 * root + 1) when the subtraction does not
+        # borrow; the new remainder is then at most 2 * (2 * root + 1) < 2**(steps + 1).
+        trial = Cat(pairs[-2:], self.remainder[:steps])
+        difference = trial - Cat(Const(1, 2), self.root)
+        fits = ~difference[-1]
 
         with m.If(self.start):
             m.d.sync += [
