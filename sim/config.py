@@ -9,10 +9,12 @@ directory given with ``--spec-dir``), with its source and a confidence note:
 - ``pairs.toml``: the draft/target pairs and their synthetic-trace presets.
 
 A numeric field is written ``field = { value = 1.0, source = "...", confidence = "..." }``
-(a ``[field]`` table is the same thing). ``confidence`` may be given once at file level
-instead. Files load into nested frozen dataclasses; every field carries a help text in its
-``metadata``. Anything a user can get wrong (unknown name, missing or non-positive number,
-bad TOML) raises :class:`ahasd.errors.UserError` naming the file and the field.
+(a ``[field]`` table is the same thing); a model's operator fields (``norm``, ``activation``)
+take a name in the same shape, ``norm = { value = "rmsnorm", source = "..." }``.
+``confidence`` may be given once at file level instead. Files load into nested frozen
+dataclasses; every field carries a help text in its ``metadata``. Anything a user can get
+wrong (unknown name, missing or non-positive number, bad TOML) raises
+:class:`ahasd.errors.UserError` naming the file and the field.
 
 Op convention, used everywhere in the model: **1 MAC = 1 op**. Peak rates are MAC/s
 (``matrix_macs_per_s``); vendor figures that count 2 ops per MAC are halved in the spec file.
@@ -32,6 +34,7 @@ __all__ = [
     "BUILTIN_SPEC_DIR",
     "DEVICE_KINDS",
     "DEVICE_SETTINGS",
+    "MODEL_CHOICES",
     "DeviceSpec",
     "ModelSpec",
     "PairSpec",
@@ -43,6 +46,7 @@ __all__ = [
     "load_library",
     "read_toml",
     "require_string",
+    "sourced_choice",
     "sourced_number",
 ]
 
@@ -57,9 +61,9 @@ def _help(text: str, default=None):
 
 @dataclass(frozen=True)
 class Sourced:
-    """Where one number comes from."""
+    """Where one number (or one named choice, e.g. a model's norm) comes from."""
 
-    value: float
+    value: float | str
     source: str
     confidence: str
 
@@ -124,7 +128,13 @@ class ModelSpec:
     weight_bytes: float = _help("Bytes per weight (INT8 = 1).", 1.0)
     kv_bytes: float = _help("Bytes per KV-cache element.", 1.0)
     nominal_params: float = _help("Parameter count the name claims (reported).", 0.0)
-    sources: tuple[tuple[str, Sourced], ...] = _help("(field, Sourced) for every number.", ())
+    norm: str = _help("The layers' normalisation: layernorm or rmsnorm.", "layernorm")
+    activation: str = _help(
+        "The FFN activation: relu, gelu or silu (a gated FFN's SiLU, as SwiGLU).", "relu"
+    )
+    sources: tuple[tuple[str, Sourced], ...] = _help(
+        "(field, Sourced) for every number and named choice.", ()
+    )
 
     @property
     def kv_dim(self) -> int:
@@ -185,6 +195,8 @@ _REQUIRED_BY_KIND = {
     ),
     "cpu": ("nonlinear_elements_per_s", "transfer_latency_s"),
 }
+# The model fields that name an operator, and the names each may take (the AAU's modes).
+MODEL_CHOICES = {"norm": ("layernorm", "rmsnorm"), "activation": ("relu", "gelu", "silu")}
 _MODEL_INT_FIELDS = {
     "layers",
     "hidden",
@@ -237,6 +249,11 @@ def sourced_number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: 
     if value < 0 or (value == 0 and not zero_ok):
         bound = "non-negative" if zero_ok else "positive"
         raise UserError(f"{path}: field '{key}': value must be {bound}, not {value!r}")
+    return _with_provenance(path, data, key, entry, value)
+
+
+def _with_provenance(path: Path, data: dict, key: str, entry: dict, value) -> Sourced:
+    """``value`` with the ``source`` and ``confidence`` of ``entry`` (or the file's)."""
     source = entry.get("source")
     if not isinstance(source, str) or not source.strip():
         raise UserError(f"{path}: field '{key}': needs a 'source' string")
@@ -244,6 +261,23 @@ def sourced_number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: 
     if not isinstance(confidence, str) or not confidence.strip():
         raise UserError(f"{path}: field '{key}': needs a 'confidence' note (or a file-level one)")
     return Sourced(value=value, source=source, confidence=confidence)
+
+
+def sourced_choice(path: Path, data: dict, key: str, choices: tuple[str, ...]) -> Sourced:
+    """Parse ``key = {value = "<name>", source, confidence}`` with ``<name>`` one of
+    ``choices``; anything else is a UserError naming the file ``path`` and the field."""
+    entry = data[key]
+    if not isinstance(entry, dict):
+        raise UserError(
+            f"{path}: field '{key}': must be a table with value, source and confidence, "
+            f"not {entry!r}"
+        )
+    value = entry.get("value")
+    if value not in choices:
+        raise UserError(
+            f"{path}: field '{key}': value must be one of {', '.join(choices)}, not {value!r}"
+        )
+    return _with_provenance(path, data, key, entry, value)
 
 
 def _numbers(path: Path, data: dict, names, int_fields, zero_ok) -> dict[str, Sourced]:
@@ -301,9 +335,12 @@ def load_model(path: Path) -> ModelSpec:
     data = read_toml(path)
     name = require_string(path, data, "name")
     numeric = [f.name for f in fields(ModelSpec) if f.name not in ("name", "description")]
-    numeric = [n for n in numeric if n != "sources"]
+    numeric = [n for n in numeric if n != "sources" and n not in MODEL_CHOICES]
     parsed = _numbers(path, data, numeric, _MODEL_INT_FIELDS, set())
-    for required in numeric:
+    for key, choices in MODEL_CHOICES.items():
+        if key in data:
+            parsed[key] = sourced_choice(path, data, key, choices)
+    for required in (*numeric, *MODEL_CHOICES):
         if required not in parsed:
             raise UserError(f"{path}: field '{required}': required for a model")
     if parsed["ffn_matrices"].value not in (2, 3):

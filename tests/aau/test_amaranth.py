@@ -30,6 +30,7 @@ from ahasd.hw.aau import (
     norm_result_latency,
 )
 from ahasd.params import AAUParams
+from ahasd.sim.cost import AAU_OPERATOR_CYCLES
 
 # docs/aau.md section 2, "Default tables" (B = C = 6), copied from the doc.
 DOC_E = [
@@ -612,3 +613,27 @@ def test_latency_of_the_new_modes():
     )
     # the NORM pass's input stops once (its first element waiting in reg5), then streams
     assert sum(b - a > 1 for a, b in itertools.pairwise(norm_in)) == 1
+
+
+@pytest.mark.parametrize("operator", sorted(AAU_OPERATOR_CYCLES))
+def test_the_system_model_charges_the_measured_cycles(operator):
+    """The system model's AAU cost (``AAU_OPERATOR_CYCLES``, ``sim/cost.py``) is this RTL's:
+    from the cycle that takes the first element to the one that delivers the last output
+    (or the result), both included, back to back from an idle unit, at two lengths."""
+    passes, fixed = AAU_OPERATOR_CYCLES[operator]
+    for length in (50, 130):
+        codes = [((n * 41) % 500) - 250 for n in range(length)]
+        params = []
+        if operator == "softmax":
+            vectors = [(Mode.STATS, codes), (Mode.SOFTMAX, codes)]
+        elif operator == "stats":
+            vectors = [(Mode.STATS, codes)]
+        elif operator in ("layernorm", "rmsnorm"):
+            vectors = [(Mode[operator.upper()], codes), (Mode.NORM, codes)]
+            params = [(256, 0)] * length
+        else:
+            vectors = [(Mode[operator.upper()], codes)]
+        _, _, log = run(AAU(AAUParams()), vectors, params=params)
+        first = min(cycle for cycle, event in log if event == "in")
+        last = max(cycle for cycle, event in log if event in ("o", "result"))
+        assert last - first + 1 == passes * length + fixed, (operator, length)
