@@ -4,17 +4,21 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Extras the tests install on top (the Hugging Face recorder's tests need `hf`).
-TEST_EXTRAS ?= hf
-TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(TEST_EXTRAS))
+# Extras the tests install on top (the Hugging Face recorder's tests need `hf`, the Ray
+# backend's test `ray`).
+TEST_EXTRAS ?= hf,ray
+comma := ,
+TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(subst $(comma),-,$(TEST_EXTRAS)))
 
-.PHONY: run test lint verilog area bench clean help
+.PHONY: run test lint verilog area bench reproduce clean help
 
 help:
 	@echo "make run    Verilog of every block, then the paper grid on the built-in traces and its report"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
 	@echo "make area   synthesise every block onto sky130 cells; table into docs/hardware.md"
-	@echo "make bench  benchmarks (cocotb cycles/s, make test wall time, ...)"
+	@echo "make reproduce  the paper's evaluation on every platform and GPU baseline, sensitivity,"
+	@echo "                regime map: build/reproduce/report.md (resumable)"
+	@echo "make bench  benchmarks (cocotb cycles/s, sweep runs/s on both backends, ...)"
 	@echo "make clean  remove build outputs (keeps .venv)"
 
 $(STAMP): pyproject.toml
@@ -31,6 +35,11 @@ run: $(STAMP)
 	$(BIN)/ahasd verilog
 	$(BIN)/ahasd sweep --grid paper --trace builtin --out build/sweep
 	$(BIN)/ahasd report --results build/sweep
+
+# The paper's grid on every NPU+PIM platform against every GPU baseline, the sensitivity of
+# each rung's gain to every uncertain number, and a regime map; report in build/reproduce.
+reproduce: $(STAMP)
+	$(BIN)/ahasd reproduce --out build/reproduce
 
 verilog: $(STAMP)
 	$(BIN)/ahasd verilog

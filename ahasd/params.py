@@ -7,7 +7,7 @@ an exact message; the tests match those messages.
 Fixed-point conventions (spec ``docs/spec.md``):
 
 - entropies are UQ4.12 nats (``ENTROPY_FRAC_BITS = 12``), 16 bits wide;
-- TVC ratios are UQ(cycle_bits - F).F, default UQ24.8;
+- TVC ratios are UQ(ratio_bits - F).F, default UQ32.8 (40 bits), cycle counts 40 bits;
 - AAU logits are Q8.8 (INT16).
 
 This module imports nothing from Amaranth: the golden models depend on it.
@@ -141,18 +141,20 @@ class TVCParams(_Params):
     depth : entries per cycle table (NVCT, PDCT, PVCT); the spec's formulas divide the sum
         by 4 as ``>> 2``, so the depth is a power of two and the shift is ``log2(depth)``.
     frac_bits : ``F``, fraction bits of the ratios (UQ(ratio_bits-F).F).
-    cycle_bits : width of cycle counts (LEARN's ``cycles``, NCR, C_npu); saturating.
+    cycle_bits : width of cycle counts (LEARN's ``cycles``, NCR, C_npu); saturating. 40 by
+        default (spec 2.2: 32 bits saturate at 5.4 s of PIM cycles, 40 at 23 min).
     length_bits : width of lengths (``L_kv``, LEARN's ``length``, ``P``).
-    ratio_bits : width of a table entry.
+    ratio_bits : width of a table entry: 40 by default, UQ32.8 (spec 2.2: UQ24.8 saturates at
+        2**24 PIM cycles, 21 ms, per token, below what a target token costs on the PIM).
     n_max : reset value of the programmable clamp on the answer.
     n_bits : width of the answer and of the ``N_max`` register.
     """
 
     depth: int = 4
     frac_bits: int = 8
-    cycle_bits: int = 32
+    cycle_bits: int = 40
     length_bits: int = 16
-    ratio_bits: int = 32
+    ratio_bits: int = 40
     n_max: int = 8
     n_bits: int = 8
 

@@ -14,7 +14,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # Cheapest first; the whole test suite last.
-ORDER = ["aau_accuracy", "bench_sweep", "bench_queues", "bench_cosim", "bench_make_test"]
+ORDER = [
+    "aau_accuracy",
+    "bench_sweep",
+    "bench_backends",
+    "bench_queues",
+    "bench_cosim",
+    "bench_make_test",
+]
 
 
 def main() -> int:

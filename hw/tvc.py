@@ -196,9 +196,9 @@ class TVC(wiring.Component):
     cycle ``a + 1``; a ``LEARN``'s entry is in the table (and the port ready) in cycle
     ``a + 2 + divider_cycles["learn"]`` (``a + 2`` when rejected or saturated); an ``ASK``'s
     answer is valid in cycle ``a + 4 + divider_cycles["ask"]`` (``a + 4`` when it needs no
-    division) and the port is ready one cycle after the answer is taken. Defaults: ``LEARN``
-    18, ``ASK`` 8; the worst parameters allowed (``ratio_bits = 64``, ``cycle_bits + F >=
-    64``, ``n_bits = 16``): 34 and 12, both within the spec's 40.
+    division) and the port is ready one cycle after the answer is taken. Defaults (40-bit
+    ratios and cycles): ``LEARN`` 22, ``ASK`` 8; the worst parameters allowed (``ratio_bits =
+    64``, ``cycle_bits + F >= 64``, ``n_bits = 16``): 34 and 12, both within the spec's 40.
     """
 
     def __init__(self, params: TVCParams):

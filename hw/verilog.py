@@ -28,10 +28,8 @@ design gets fixed in the design.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +37,7 @@ from amaranth.back import verilog
 from amaranth.hdl import ClockDomain, Fragment, Value
 
 from ahasd.hw.blocks import Block
+from ahasd.output import write_file
 
 LINT_WAIVERS = ("DECLFILENAME", "UNUSEDSIGNAL", "PROCASSINIT")
 
@@ -86,15 +85,12 @@ def convert(block: Block, params: object | None = None) -> str:
 
 
 def write_if_changed(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` atomically unless it already holds exactly that text."""
-    if path.exists() and path.read_text() == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-        tmp.write(text)
-    os.chmod(tmp.name, 0o644)
-    os.replace(tmp.name, path)
-    return True
+    """Write ``text`` to ``path`` unless it already holds exactly that text; True if written.
+
+    :func:`ahasd.output.write_file`, the writer of every ``ahasd`` output (atomic, umask
+    permissions, unchanged files keep their mtime), under the name the hardware code uses.
+    """
+    return write_file(path, text)
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,25 @@ directory given with ``--spec-dir``), with its source and a confidence note:
 - ``devices/<name>.toml``: one device (NPU, PIM, GPU, host CPU);
 - ``power/<name>.toml``: the energy figures of the device of the same name;
 - ``models/<name>.toml``: one model's architecture (INT8);
-- ``pairs.toml``: the draft/target pairs and their synthetic-trace presets.
+- ``pairs.toml``: the draft/target pairs and their synthetic-trace presets;
+- ``platforms/<name>.toml`` with ``kind = "npu-pim"``: an NPU+PIM platform, the device of
+  every role, its memory-sharing model and precision (files without that kind are phone
+  SoCs, :mod:`ahasd.sim.phone`).
 
 A numeric field is written ``field = { value = 1.0, source = "...", confidence = "..." }``
 (a ``[field]`` table is the same thing); a model's operator fields (``norm``, ``activation``)
 take a name in the same shape, ``norm = { value = "rmsnorm", source = "..." }``.
-``confidence`` may be given once at file level instead. Files load into nested frozen
-dataclasses; every field carries a help text in its ``metadata``. Anything a user can get
-wrong (unknown name, missing or non-positive number, bad TOML) raises
-:class:`ahasd.errors.UserError` naming the file and the field.
+``confidence`` may be given once at file level instead. An uncertain number may add
+``range = [lo, hi]`` with a ``range_source`` justifying it: ``ahasd reproduce`` varies it
+over that range.
+
+A run's settings (:class:`RunSettings`) name a platform; :func:`resolve` fills the device
+fields the settings leave ``None`` from it and applies the platform's precision and the
+settings' spec-field overrides to the library (:func:`apply_overrides`).
+
+Files load into nested frozen dataclasses; every field carries a help text in its
+``metadata``. Anything a user can get wrong (unknown name, missing or non-positive number,
+bad TOML) raises :class:`ahasd.errors.UserError` naming the file and the field.
 
 Op convention, used everywhere in the model: **1 MAC = 1 op**. Peak rates are MAC/s
 (``matrix_macs_per_s``); vendor figures that count 2 ops per MAC are halved in the spec file.
@@ -22,6 +32,7 @@ Op convention, used everywhere in the model: **1 MAC = 1 op**. Peak rates are MA
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import tomllib
@@ -29,23 +40,38 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ahasd.errors import UserError
+from ahasd.params import EDCParams, GTSUParams, TVCParams
 
 __all__ = [
     "BUILTIN_SPEC_DIR",
+    "CONTROLLER_BLOCKS",
+    "DEFAULT_PLATFORM",
     "DEVICE_KINDS",
     "DEVICE_SETTINGS",
+    "MEMORY_SHARING",
     "MODEL_CHOICES",
+    "NONLINEAR_WITHOUT_AAU",
+    "PLATFORM_KIND",
+    "SPEC_VALUE_MAX",
+    "SPEC_VALUE_MIN",
     "DeviceSpec",
     "ModelSpec",
     "PairSpec",
+    "PlatformSpec",
     "PowerSpec",
     "RunSettings",
     "Sourced",
     "SpecLibrary",
+    "apply_overrides",
+    "controller_params",
     "field_default",
+    "is_system_platform",
     "load_library",
+    "load_system_platform",
+    "overridable_fields",
     "read_toml",
     "require_string",
+    "resolve",
     "sourced_choice",
     "sourced_number",
 ]
@@ -53,6 +79,15 @@ __all__ = [
 BUILTIN_SPEC_DIR = Path(__file__).parent / "specs"
 
 DEVICE_KINDS = ("npu", "pim", "gpu", "cpu")
+CONFIDENCE_LEVELS = ("high", "medium", "low")
+# The ``kind`` of a platform file of the NPU+PIM system model (a phone SoC file has none).
+PLATFORM_KIND = "npu-pim"
+DEFAULT_PLATFORM = "table2"
+MEMORY_SHARING = ("shared", "separate")
+# Every spec number in SI units lies far inside this range (the shipped ones span 2e-6 to
+# 1.3e14); outside it, the cost model's products and quotients leave float range.
+SPEC_VALUE_MIN = 1e-12
+SPEC_VALUE_MAX = 1e18
 
 
 def _help(text: str, default=None):
@@ -61,11 +96,24 @@ def _help(text: str, default=None):
 
 @dataclass(frozen=True)
 class Sourced:
-    """Where one number (or one named choice, e.g. a model's norm) comes from."""
+    """Where one number (or one named choice, e.g. a model's norm) comes from, and (for
+    uncertain numbers) how far it may be off.
+
+    ``span`` is the ``range = [lo, hi]`` of the spec file (``None`` when not given) and
+    ``span_source`` its justification; ``ahasd reproduce`` varies the number over it.
+    """
 
     value: float | str
     source: str
     confidence: str
+    span: tuple[float, float] | None = None
+    span_source: str = ""
+
+    @property
+    def level(self) -> str:
+        """The first word of the confidence note: ``high``, ``medium`` or ``low``."""
+        word = self.confidence.strip().split()[0].rstrip(":;,.").lower()
+        return word if word in CONFIDENCE_LEVELS else "unstated"
 
 
 @dataclass(frozen=True)
@@ -92,6 +140,18 @@ class DeviceSpec:
     sync_latency_s: float | None = _help("Operator-level GPU/PIM hand-off latency (s).")
     nonlinear_elements_per_s: float | None = _help("CPU: nonlinear elements per second.")
     transfer_latency_s: float | None = _help("CPU: latency of one PIM-to-CPU round trip (s).")
+    weight_bytes: float | None = _help(
+        "Bytes per weight the device computes on (FP16 = 2); None = the model's own (INT8)."
+    )
+    kv_bytes: float | None = _help("Bytes per KV-cache element on this device; None = the model's.")
+    host_link_bandwidth: float | None = _help(
+        "GPU: host link (PCIe) bandwidth (B/s). When given, weights beyond capacity_bytes stay "
+        "in host memory and stream over this link on every pass; without it capacity is "
+        "reported, not enforced."
+    )
+    pim_request_latency_s: float | None = _help(
+        "NPU: hand-off latency of one nonlinear request from a PIM without AAU (s)."
+    )
     sources: tuple[tuple[str, Sourced], ...] = _help("(field, Sourced) for every number.", ())
 
 
@@ -178,8 +238,15 @@ class PairSpec:
 
 
 _DEVICE_INT_FIELDS = {"units", "draft_ranks", "aau_elements_per_cycle", "switch_cycles"}
+_DEVICE_TEXT_FIELDS = ("name", "kind", "description", "sources")
 # Fields that may legitimately be zero (a PIM without AAU, no switch cost, no static power).
-_ZERO_OK = {"aau_elements_per_cycle", "switch_cycles", "sync_latency_s", "transfer_latency_s"}
+_ZERO_OK = {
+    "aau_elements_per_cycle",
+    "switch_cycles",
+    "sync_latency_s",
+    "transfer_latency_s",
+    "pim_request_latency_s",
+}
 _REQUIRED_BY_KIND = {
     "npu": ("clock_hz", "matrix_macs_per_s", "vector_ops_per_s", "memory_bandwidth"),
     "gpu": ("clock_hz", "matrix_macs_per_s", "vector_ops_per_s", "memory_bandwidth"),
@@ -216,6 +283,12 @@ def read_toml(path: Path) -> dict:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise UserError(
+            f"{path}: not valid TOML: not UTF-8 (byte {error.start}: {error.reason})"
+        ) from None
+    except RecursionError:
+        raise UserError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     except OSError as error:
         raise UserError(f"{path}: cannot read: {error.strerror}") from None
 
@@ -249,18 +322,42 @@ def sourced_number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: 
     if value < 0 or (value == 0 and not zero_ok):
         bound = "non-negative" if zero_ok else "positive"
         raise UserError(f"{path}: field '{key}': value must be {bound}, not {value!r}")
-    return _with_provenance(path, data, key, entry, value)
+    if value != 0 and not SPEC_VALUE_MIN <= value <= SPEC_VALUE_MAX:
+        raise UserError(
+            f"{path}: field '{key}': value must lie in {SPEC_VALUE_MIN:g}..{SPEC_VALUE_MAX:g} "
+            f"(or be 0 where allowed), not {value!r}"
+        )
+    source, confidence = _provenance(path, data, key, entry)
+    span = _span(path, key, entry, value, integer=integer, zero_ok=zero_ok)
+    return Sourced(
+        value=value,
+        source=source,
+        confidence=confidence,
+        span=span,
+        span_source=str(entry.get("range_source", "")),
+    )
 
 
-def _with_provenance(path: Path, data: dict, key: str, entry: dict, value) -> Sourced:
-    """``value`` with the ``source`` and ``confidence`` of ``entry`` (or the file's)."""
-    source = entry.get("source")
-    if not isinstance(source, str) or not source.strip():
-        raise UserError(f"{path}: field '{key}': needs a 'source' string")
-    confidence = entry.get("confidence", data.get("confidence"))
-    if not isinstance(confidence, str) or not confidence.strip():
-        raise UserError(f"{path}: field '{key}': needs a 'confidence' note (or a file-level one)")
-    return Sourced(value=value, source=source, confidence=confidence)
+def _span(path: Path, key: str, entry: dict, value, *, integer: bool, zero_ok: bool):
+    """The ``range = [lo, hi]`` of a number (None if absent): two numbers of the field's
+    kind with lo <= value <= hi, justified by a ``range_source`` string."""
+    if "range" not in entry:
+        return None
+    span = entry["range"]
+    kind = int if integer else int | float
+    ok = isinstance(span, list) and len(span) == 2
+    ok = ok and all(isinstance(v, kind) and not isinstance(v, bool) for v in span)
+    if not ok or not all(math.isfinite(v) and (v > 0 or (zero_ok and v == 0)) for v in span):
+        raise UserError(f"{path}: field '{key}': range must be [lo, hi], two valid values")
+    low, high = span
+    if not low <= value <= high:
+        raise UserError(
+            f"{path}: field '{key}': range [{low}, {high}] must contain the value {value}"
+        )
+    note = entry.get("range_source")
+    if not isinstance(note, str) or not note.strip():
+        raise UserError(f"{path}: field '{key}': a range needs a 'range_source' string")
+    return (low, high)
 
 
 def sourced_choice(path: Path, data: dict, key: str, choices: tuple[str, ...]) -> Sourced:
@@ -277,7 +374,20 @@ def sourced_choice(path: Path, data: dict, key: str, choices: tuple[str, ...]) -
         raise UserError(
             f"{path}: field '{key}': value must be one of {', '.join(choices)}, not {value!r}"
         )
-    return _with_provenance(path, data, key, entry, value)
+    source, confidence = _provenance(path, data, key, entry)
+    return Sourced(value=value, source=source, confidence=confidence)
+
+
+def _provenance(path: Path, data: dict, key: str, entry: dict) -> tuple[str, str]:
+    """The ``source`` and ``confidence`` of the field ``key`` (``entry``, or the file's
+    confidence); a UserError naming the file and the field when one is missing."""
+    source = entry.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise UserError(f"{path}: field '{key}': needs a 'source' string")
+    confidence = entry.get("confidence", data.get("confidence"))
+    if not isinstance(confidence, str) or not confidence.strip():
+        raise UserError(f"{path}: field '{key}': needs a 'confidence' note (or a file-level one)")
+    return source, confidence
 
 
 def _numbers(path: Path, data: dict, names, int_fields, zero_ok) -> dict[str, Sourced]:
@@ -294,28 +404,32 @@ def load_device(path: Path) -> DeviceSpec:
     kind = require_string(path, data, "kind")
     if kind not in DEVICE_KINDS:
         raise UserError(f"{path}: field 'kind': must be one of {', '.join(DEVICE_KINDS)}")
-    numeric = [f.name for f in fields(DeviceSpec) if f.name not in ("name", "kind")]
-    numeric = [n for n in numeric if n not in ("description", "sources")]
+    numeric = [f.name for f in fields(DeviceSpec) if f.name not in _DEVICE_TEXT_FIELDS]
     parsed = _numbers(path, data, numeric, _DEVICE_INT_FIELDS, _ZERO_OK)
     for required in _REQUIRED_BY_KIND[kind]:
         if required not in parsed:
             raise UserError(f"{path}: field '{required}': required for a {kind} device")
-    for eta in ("eta_compute", "eta_memory"):
-        if eta in parsed and parsed[eta].value > 1:
-            raise UserError(f"{path}: field '{eta}': value must be at most 1")
-    if kind == "pim":
-        units, ranks = parsed["units"].value, parsed["draft_ranks"].value
-        if ranks >= units:
-            raise UserError(
-                f"{path}: field 'draft_ranks': must be below units ({units}), not {ranks}"
-            )
-    return DeviceSpec(
+    spec = DeviceSpec(
         name=name,
         kind=kind,
         description=str(data.get("description", "")),
         sources=tuple(parsed.items()),
         **{key: item.value for key, item in parsed.items()},
     )
+    _check_device(spec, str(path))
+    return spec
+
+
+def _check_device(spec: DeviceSpec, where: str) -> None:
+    """The checks that span fields (a spec file or an override may break them)."""
+    for eta in ("eta_compute", "eta_memory"):
+        if getattr(spec, eta) > 1:
+            raise UserError(f"{where}: field '{eta}': value must be at most 1")
+    if spec.kind == "pim" and spec.draft_ranks >= spec.units:
+        raise UserError(
+            f"{where}: field 'draft_ranks': must be below units ({spec.units}), "
+            f"not {spec.draft_ranks}"
+        )
 
 
 def load_power(path: Path) -> PowerSpec:
@@ -343,16 +457,21 @@ def load_model(path: Path) -> ModelSpec:
     for required in (*numeric, *MODEL_CHOICES):
         if required not in parsed:
             raise UserError(f"{path}: field '{required}': required for a model")
-    if parsed["ffn_matrices"].value not in (2, 3):
-        raise UserError(f"{path}: field 'ffn_matrices': value must be 2 or 3")
-    if parsed["kv_heads"].value > parsed["heads"].value:
-        raise UserError(f"{path}: field 'kv_heads': must not exceed heads")
-    return ModelSpec(
+    spec = ModelSpec(
         name=name,
         description=str(data.get("description", "")),
         sources=tuple(parsed.items()),
         **{key: item.value for key, item in parsed.items()},
     )
+    _check_model(spec, str(path))
+    return spec
+
+
+def _check_model(spec: ModelSpec, where: str) -> None:
+    if spec.ffn_matrices not in (2, 3):
+        raise UserError(f"{where}: field 'ffn_matrices': value must be 2 or 3")
+    if spec.kv_heads > spec.heads:
+        raise UserError(f"{where}: field 'kv_heads': must not exceed heads")
 
 
 def load_pairs(path: Path) -> dict[str, PairSpec]:
@@ -371,6 +490,89 @@ def load_pairs(path: Path) -> dict[str, PairSpec]:
     return pairs
 
 
+# The roles a platform fills, each with the kind of device it names (the RunSettings fields
+# of the same names).
+DEVICE_SETTINGS = {"npu": "npu", "pim": "pim", "cpu": "cpu", "gpu": "gpu", "specpim_pim": "pim"}
+# Precision a platform may impose on the models its NPU and PIM run (DeviceSpec fields).
+_PRECISION_FIELDS = ("weight_bytes", "kv_bytes")
+
+
+@dataclass(frozen=True)
+class PlatformSpec:
+    """An NPU+PIM platform (``platforms/<name>.toml`` with ``kind = "npu-pim"``).
+
+    It names the device of every role (the defaults of :class:`RunSettings`' device
+    fields), the memory-sharing model and the precision its NPU and PIM compute at.
+    """
+
+    name: str = _help("Platform name (file stem).")
+    description: str = _help("One line for humans.", "")
+    devices: tuple[tuple[str, str], ...] = _help("(role, device name) for every role.", ())
+    memory_sharing: str = _help(
+        "shared: the NPU's stream and the PIM's compute share the LPDDR5 ranks; separate: "
+        "each has its own memory (the authors' artifact).",
+        "shared",
+    )
+    memory_sharing_source: str = _help("Why this memory-sharing model.", "")
+    precision: tuple[tuple[str, Sourced], ...] = _help(
+        "(weight_bytes | kv_bytes, Sourced) applied to the NPU and PIM devices.", ()
+    )
+    gpu_baselines: tuple[str, ...] = _help(
+        "GPU devices ahasd reproduce compares this platform with (default: its gpu).", ()
+    )
+    path: str = _help("The file it was read from.", "")
+
+    def device(self, role: str) -> str:
+        return dict(self.devices)[role]
+
+
+def load_system_platform(path: Path) -> PlatformSpec:
+    """Read and validate an NPU+PIM platform file (UserError naming the file and field)."""
+    data = read_toml(path)
+    name = require_string(path, data, "name")
+    if data.get("kind") != PLATFORM_KIND:
+        raise UserError(f"{path}: field 'kind': must be {PLATFORM_KIND!r} for an NPU+PIM platform")
+    roles = data.get("devices")
+    if not isinstance(roles, dict):
+        raise UserError(f"{path}: field 'devices': a table naming the device of every role")
+    devices = tuple((role, require_string(path, roles, role)) for role in DEVICE_SETTINGS)
+    unknown = sorted(set(roles) - set(DEVICE_SETTINGS))
+    if unknown:
+        raise UserError(
+            f"{path}: field 'devices': unknown role {unknown[0]!r} "
+            f"(roles: {', '.join(DEVICE_SETTINGS)})"
+        )
+    sharing = data.get("memory_sharing")
+    if not isinstance(sharing, dict):
+        raise UserError(f"{path}: field 'memory_sharing': a table with value and source")
+    value = sharing.get("value")
+    if value not in MEMORY_SHARING:
+        raise UserError(
+            f"{path}: field 'memory_sharing': value must be one of {', '.join(MEMORY_SHARING)}, "
+            f"not {value!r}"
+        )
+    source = require_string(path, sharing, "source")
+    precision = _numbers(path, data, _PRECISION_FIELDS, set(), set())
+    baselines = data.get("gpu_baselines", [dict(devices)["gpu"]])
+    if not isinstance(baselines, list) or not all(isinstance(b, str) and b for b in baselines):
+        raise UserError(f"{path}: field 'gpu_baselines': must be a list of GPU device names")
+    return PlatformSpec(
+        name=name,
+        description=str(data.get("description", "")),
+        devices=devices,
+        memory_sharing=value,
+        memory_sharing_source=source,
+        precision=tuple(precision.items()),
+        gpu_baselines=tuple(baselines),
+        path=str(path),
+    )
+
+
+def is_system_platform(path: Path) -> bool:
+    """Whether ``platforms/<name>.toml`` is an NPU+PIM platform (else a phone SoC's)."""
+    return read_toml(path).get("kind") == PLATFORM_KIND
+
+
 @dataclass(frozen=True)
 class SpecLibrary:
     """Every device, power, model and pair spec found in the spec directories.
@@ -384,6 +586,9 @@ class SpecLibrary:
     models: dict = field(metadata={"help": "name -> ModelSpec"})
     pairs: dict = field(metadata={"help": "name -> PairSpec"})
     directories: tuple = _help("Directories read, in order.", ())
+    platforms: dict = field(default_factory=dict, metadata={"help": "name -> PlatformSpec"})
+    overrides: tuple = _help("(path, value) spec-field overrides applied to the files.", ())
+    root: object = _help("The library as read from the files (None: this one).", None)
 
     def device(self, name: str, kind: str | None = None) -> DeviceSpec:
         if name not in self.devices:
@@ -407,10 +612,19 @@ class SpecLibrary:
             raise UserError(f"unknown pair {name!r} (known: {', '.join(sorted(self.pairs))})")
         return self.pairs[name]
 
+    def platform(self, name: str) -> PlatformSpec:
+        if name not in self.platforms:
+            known = ", ".join(sorted(self.platforms))
+            raise UserError(
+                f"unknown platform {name!r} (known NPU+PIM platforms: {known}; phone SoCs: "
+                "see docs/phone-soc.md)"
+            )
+        return self.platforms[name]
+
 
 @functools.lru_cache(maxsize=8)
-def _load(directories: tuple[Path, ...]) -> SpecLibrary:
-    devices, power, models, pairs = {}, {}, {}, {}
+def _load(directories: tuple[Path, ...], signature: tuple) -> SpecLibrary:
+    devices, power, models, pairs, platforms = {}, {}, {}, {}, {}
     for directory in directories:
         if not directory.is_dir():
             raise UserError(f"spec directory {directory} does not exist")
@@ -425,17 +639,42 @@ def _load(directories: tuple[Path, ...]) -> SpecLibrary:
             models[spec.name] = spec
         if (directory / "pairs.toml").is_file():
             pairs.update(load_pairs(directory / "pairs.toml"))
+        for path in sorted((directory / "platforms").glob("*.toml")):
+            if is_system_platform(path):
+                spec = load_system_platform(path)
+                platforms[spec.name] = spec
     for pair in pairs.values():
         for role, name in (("draft", pair.draft), ("target", pair.target)):
             if name not in models:
                 raise UserError(f"pair {pair.name!r}: unknown {role} model {name!r}")
-    return SpecLibrary(devices, power, models, pairs, directories)
+    for platform in platforms.values():
+        roles = [*platform.devices, *(("gpu", name) for name in platform.gpu_baselines)]
+        for role, name in roles:
+            if name not in devices:
+                raise UserError(f"{platform.path}: devices.{role}: unknown device {name!r}")
+            if devices[name].kind != DEVICE_SETTINGS[role]:
+                raise UserError(
+                    f"{platform.path}: devices.{role}: {name!r} is a {devices[name].kind}, "
+                    f"not a {DEVICE_SETTINGS[role]}"
+                )
+    return SpecLibrary(devices, power, models, pairs, directories, platforms)
 
 
 def load_library(extra_dirs=()) -> SpecLibrary:
-    """The built-in specs plus ``extra_dirs`` (later wins), cached per directory list."""
+    """The built-in specs plus ``extra_dirs`` (later wins), cached per directory list and
+    the size and modification time of every spec file in them (an edited file is read
+    again, so a long-lived process never runs on stale numbers)."""
     directories = (BUILTIN_SPEC_DIR, *(Path(d).resolve() for d in extra_dirs))
-    return _load(directories)
+    return _load(directories, _files_signature(directories))
+
+
+def _files_signature(directories: tuple[Path, ...]) -> tuple:
+    signature = []
+    for directory in directories:
+        for path in sorted(directory.glob("**/*.toml")):
+            stat = path.stat()
+            signature.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(signature)
 
 
 def field_default(settings_class, name: str):
@@ -448,14 +687,24 @@ def field_default(settings_class, name: str):
     raise KeyError(f"{settings_class.__name__} has no field {name!r}")
 
 
-# The RunSettings fields that name a device, and the kind of device each must name; their
-# defaults are the RunSettings defaults.
-DEVICE_SETTINGS = {"npu": "npu", "pim": "pim", "cpu": "cpu", "gpu": "gpu", "specpim_pim": "pim"}
+def _role_help(role: str, used: str) -> str:
+    return f"{role} device ({used}); None = the platform's."
+
+
+# Where a PIM without AAU sends its nonlinear operators (RunSettings.nonlinear_without_aau).
+NONLINEAR_WITHOUT_AAU = ("npu", "host")
+# memory_sharing (MEMORY_SHARING) may be None, "the platform's": checked on its own.
+_CHOICES = {"nonlinear_without_aau": NONLINEAR_WITHOUT_AAU}
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """One simulated configuration (what ``ahasd simulate`` takes on its command line)."""
+    """One simulated configuration (what ``ahasd simulate`` takes on its command line).
+
+    The device fields and ``memory_sharing`` default to ``None``, "the platform's": the
+    platform file is the one place device defaults live, and :func:`resolve` fills them in
+    (an explicit device name overrides the platform's).
+    """
 
     mode: str = _help("Execution mode (ahasd.sim.modes.MODES).")
     pair: str = _help("Draft/target pair (pairs.toml).")
@@ -470,17 +719,51 @@ class RunSettings:
     )
     policy_params: tuple[tuple[str, object], ...] = _help("Policy keyword arguments.", ())
     fallback: bool = _help("Wrap the policy in the autoregression fallback.", False)
-    npu: str = _help("NPU device (async and npu-only modes).", "npu-mobile")
-    pim: str = _help("PIM device (async modes; plain memory in npu-only).", "lpddr5-pim")
-    cpu: str = _help("Host CPU device.", "host-cpu")
-    gpu: str = _help("GPU device (gpu-only, specpim).", "rtx4090-laptop")
-    specpim_pim: str = _help("PIM device of the SpecPIM baseline.", "gddr6-aim")
+    platform: str = _help(
+        "NPU+PIM platform (platforms/<name>.toml, kind npu-pim): the device of every role, "
+        "the memory-sharing model, the precision of the NPU and PIM.",
+        DEFAULT_PLATFORM,
+    )
+    npu: str | None = _help(_role_help("NPU", "async and npu-only modes"), None)
+    pim: str | None = _help(_role_help("PIM", "async modes; plain memory in npu-only"), None)
+    cpu: str | None = _help(_role_help("Host CPU", "every mode"), None)
+    gpu: str | None = _help(_role_help("GPU", "gpu-only, specpim"), None)
+    specpim_pim: str | None = _help(_role_help("SpecPIM's PIM", "specpim"), None)
+    memory_sharing: str | None = _help(
+        "'shared': the NPU streams the target's weights and KV cache from the LPDDR5 ranks "
+        "the PIM computes in, over the off-chip bus the PIM's requests use too (spec 4); "
+        "'separate': NPU and PIM have memories of their own (the authors' artifact); None = "
+        "the platform's.",
+        None,
+    )
     draft_model: str | None = _help("Override of the pair's draft model.", None)
     target_model: str | None = _help("Override of the pair's target model.", None)
     specpim_planned_draft: int = _help("Draft length SpecPIM's split is balanced for.", 4)
     draft_queue_tokens: int = _help("Unverified-draft budget of the draft queue (tokens).", 64)
-    tvc_ratio_bits: int = _help("TVC table entry width (spec: 32, UQ24.8).", 32)
-    tvc_cycle_bits: int = _help("TVC cycle-count width (spec: 32).", 32)
+    tvc_ratio_bits: int = _help(
+        "TVC table entry width (UQ(bits-F).F ratios; default TVCParams().ratio_bits).",
+        TVCParams().ratio_bits,
+    )
+    tvc_cycle_bits: int = _help(
+        "TVC cycle-count width (default TVCParams().cycle_bits).", TVCParams().cycle_bits
+    )
+    nonlinear_without_aau: str = _help(
+        "Where a PIM without AAU computes its nonlinear operators: 'npu' (the NPU's vector "
+        "unit, activations over the off-chip bus, in contention with the verification; paper "
+        "4.1) or 'host' (the host CPU, nothing contends).",
+        "npu",
+    )
+    spec_overrides: tuple[tuple[str, float], ...] = _help(
+        "(path, value) overrides of spec-file numbers: devices.NAME.FIELD, power.NAME.FIELD, "
+        "models.NAME.FIELD; NAME may be @ROLE (@npu, @pim, @cpu, @gpu, @specpim_pim) for the "
+        "device of that role. Applied after the platform's precision, in order.",
+        (),
+    )
+    controller_params: tuple[tuple[str, object], ...] = _help(
+        "(block.field, value) overrides of the controller parameters (edc., tvc., gtsu.: the "
+        "fields of ahasd.params.EDCParams, TVCParams, GTSUParams).",
+        (),
+    )
     spec_dirs: tuple[str, ...] = _help("Extra spec directories (later wins).", ())
     record_timeline: bool = _help("Keep every device task for the Chrome trace.", False)
 
@@ -502,9 +785,184 @@ class RunSettings:
                 raise UserError(
                     f"{name.replace('_', '-')} must be an integer in 16..48, not {value!r}"
                 )
+        for name, choices in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                raise UserError(
+                    f"{name.replace('_', '-')} must be one of {', '.join(choices)}, not {value!r}"
+                )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise UserError(f"seed must be a non-negative integer, not {self.seed!r}")
+        if not isinstance(self.platform, str) or not self.platform:
+            raise UserError(f"platform must be a platform name, not {self.platform!r}")
+        if self.memory_sharing is not None and self.memory_sharing not in MEMORY_SHARING:
+            raise UserError(
+                f"memory-sharing must be one of {', '.join(MEMORY_SHARING)}, "
+                f"not {self.memory_sharing!r}"
+            )
+        for path, value in self.spec_overrides:
+            if not isinstance(path, str) or isinstance(value, bool):
+                raise UserError(f"spec override {path!r}: expected a path and a number")
+            if not isinstance(value, int | float) or not math.isfinite(value):
+                raise UserError(f"spec override {path}: value must be a number, not {value!r}")
+        for path, _ in self.controller_params:
+            if not isinstance(path, str) or path.partition(".")[0] not in CONTROLLER_BLOCKS:
+                raise UserError(
+                    f"controller parameter {path!r}: expected BLOCK.FIELD with BLOCK one of "
+                    f"{', '.join(CONTROLLER_BLOCKS)}"
+                )
 
     def key(self) -> str:
         """Identity of the run in a sweep's results file."""
         return f"{self.mode}|{self.pair}|{self.policy}|{self.tokens}|{self.seed}|{self.trace}"
+
+
+# -- resolution: platform defaults, spec overrides, controller parameters ----------------------
+
+# Controller blocks whose parameters a run may override, and their parameter classes.
+CONTROLLER_BLOCKS = {"edc": EDCParams, "tvc": TVCParams, "gtsu": GTSUParams}
+# Override sections: spec-file kind -> (SpecLibrary attribute, dataclass, field check).
+_OVERRIDE_SECTIONS = {"devices": DeviceSpec, "power": PowerSpec, "models": ModelSpec}
+_OVERRIDE_TEXT_FIELDS = {"name", "kind", "description", "sources", "device"}
+
+
+def overridable_fields(section: str) -> tuple[str, ...]:
+    """The numeric fields of a spec-file kind (``devices``, ``power``, ``models``)."""
+    cls = _OVERRIDE_SECTIONS[section]
+    return tuple(f.name for f in fields(cls) if f.name not in _OVERRIDE_TEXT_FIELDS)
+
+
+def _split_override(path: str) -> tuple[str, str, str]:
+    """``devices.opt-1.3b.layers`` -> ``("devices", "opt-1.3b", "layers")`` (names may hold
+    dots; the field is the last part); a malformed path is a UserError."""
+    section, _, rest = path.partition(".")
+    name, _, field_name = rest.rpartition(".")
+    if section not in _OVERRIDE_SECTIONS or not name or not field_name:
+        raise UserError(
+            f"unknown spec field {path!r}: expected devices.NAME.FIELD, power.NAME.FIELD or "
+            "models.NAME.FIELD"
+        )
+    return section, name, field_name
+
+
+def _override_one(library: dict, path: str, value) -> None:
+    section, name, field_name = _split_override(path)
+    table = library[section]
+    if name not in table and section == "power" and name in library["devices"]:
+        table[name] = PowerSpec(device=name)  # a device without a power file: all zeros
+    if name not in table:
+        known = ", ".join(sorted(table))
+        raise UserError(f"spec override {path!r}: unknown {section[:-1]} {name!r} (known: {known})")
+    known_fields = overridable_fields(section)
+    if field_name not in known_fields:
+        raise UserError(
+            f"unknown spec field {path!r} (known fields of {section}: {', '.join(known_fields)})"
+        )
+    spec = table[name]
+    integer = field_name in (_DEVICE_INT_FIELDS | _MODEL_INT_FIELDS)
+    where = f"spec override {path}"
+    if integer and not isinstance(value, int):
+        raise UserError(f"{where}: value must be an integer, not {value!r}")
+    zero_ok = section == "power" or field_name in _ZERO_OK
+    if value < 0 or (value == 0 and not zero_ok):
+        bound = "non-negative" if zero_ok else "positive"
+        raise UserError(f"{where}: value must be {bound}, not {value!r}")
+    if value != 0 and not SPEC_VALUE_MIN <= value <= SPEC_VALUE_MAX:
+        raise UserError(
+            f"{where}: value must lie in {SPEC_VALUE_MIN:g}..{SPEC_VALUE_MAX:g}, not {value!r}"
+        )
+    old = dict(spec.sources).get(field_name)
+    sourced = Sourced(
+        value=value,
+        source=f"override ({old.source if old else 'no value in the file'})",
+        confidence=old.confidence if old else "override",
+    )
+    sources = (*tuple((k, v) for k, v in spec.sources if k != field_name), (field_name, sourced))
+    spec = dataclasses.replace(spec, **{field_name: value}, sources=sources)
+    if section == "devices":
+        _check_device(spec, where)
+    elif section == "models":
+        _check_model(spec, where)
+    table[name] = spec
+
+
+def apply_overrides(library: SpecLibrary, overrides: tuple) -> SpecLibrary:
+    """``library`` (its file values, whatever overrides it already carries) with
+    ``overrides`` applied in order; memoised, so equal overrides share cost caches."""
+    root = library.root or library
+    overrides = tuple(overrides)
+    if not overrides:
+        return root
+    cache = _OVERRIDE_CACHE.setdefault(id(root), (root, {}))[1]
+    if overrides not in cache:
+        tables = {name: dict(getattr(root, name)) for name in _OVERRIDE_SECTIONS}
+        for path, value in overrides:
+            _override_one(tables, path, value)
+        cache[overrides] = dataclasses.replace(root, **tables, overrides=overrides, root=root)
+    return cache[overrides]
+
+
+# id(root library) -> (root kept alive so the id stays unique, {overrides: SpecLibrary})
+_OVERRIDE_CACHE: dict[int, tuple[SpecLibrary, dict]] = {}
+
+
+def _role_path(path: str, roles: dict[str, str]) -> str:
+    """``devices.@npu.x`` -> ``devices.npu-mobile.x`` with the run's device of that role."""
+    section, _, rest = path.partition(".")
+    if not rest.startswith("@"):
+        return path
+    role, _, field_name = rest[1:].partition(".")
+    if role not in roles:
+        raise UserError(
+            f"spec override {path!r}: unknown role @{role} (roles: "
+            f"{', '.join('@' + r for r in roles)})"
+        )
+    return f"{section}.{roles[role]}.{field_name}"
+
+
+def resolve(
+    settings: RunSettings, library: SpecLibrary | None = None
+) -> tuple[RunSettings, SpecLibrary]:
+    """The run's settings with every platform default filled in, and the spec library the
+    run uses (the platform's precision and the settings' overrides applied).
+
+    Idempotent: resolving resolved settings changes nothing. UserError on an unknown
+    platform, device (or one of the wrong kind), override path or value.
+    """
+    base = library or load_library(settings.spec_dirs)
+    platform = base.platform(settings.platform)
+    roles = {role: getattr(settings, role) or platform.device(role) for role in DEVICE_SETTINGS}
+    for role, kind in DEVICE_SETTINGS.items():
+        base.device(roles[role], kind)
+    precision = tuple(
+        (f"devices.{roles[role]}.{name}", sourced.value)
+        for role in ("npu", "pim")
+        for name, sourced in platform.precision
+    )
+    user = tuple((_role_path(path, roles), value) for path, value in settings.spec_overrides)
+    resolved = dataclasses.replace(
+        settings,
+        **roles,
+        memory_sharing=settings.memory_sharing or platform.memory_sharing,
+        spec_overrides=user,
+    )
+    return resolved, apply_overrides(base, precision + user)
+
+
+def controller_params(settings: RunSettings) -> tuple[EDCParams, TVCParams, GTSUParams]:
+    """The EDC, TVC and GTSU parameters of a run: defaults, the TVC widths of the settings,
+    then ``settings.controller_params``; UserError on an unknown field or a bad value."""
+    given = {"edc": {}, "tvc": {}, "gtsu": {}}
+    given["tvc"].update(ratio_bits=settings.tvc_ratio_bits, cycle_bits=settings.tvc_cycle_bits)
+    for path, value in settings.controller_params:
+        block, _, name = path.partition(".")
+        known = [f.name for f in fields(CONTROLLER_BLOCKS[block])]
+        if name not in known:
+            raise UserError(
+                f"unknown controller parameter {path!r} (fields of {block}: {', '.join(known)})"
+            )
+        given[block][name] = value
+    try:
+        return tuple(CONTROLLER_BLOCKS[block](**given[block]) for block in CONTROLLER_BLOCKS)
+    except (TypeError, ValueError) as error:
+        raise UserError(f"controller parameters: {error}") from None

@@ -25,6 +25,7 @@ class Metrics:
         self.counts: dict[str, int] = defaultdict(int)
         self.busy: dict[str, float] = defaultdict(float)  # device -> seconds
         self.busy_by_task: dict[str, float] = defaultdict(float)  # "device:task" -> seconds
+        self.times: dict[str, float] = defaultdict(float)  # other durations the engine names
         self.energy: dict[str, float] = defaultdict(float)  # component -> joules
         # (time, queued tokens, queued batches, unverified tokens incl. the NPU's pass)
         self.queue_samples: list[tuple[float, int, int, int]] = [(0.0, 0, 0, 0)]
@@ -34,6 +35,10 @@ class Metrics:
 
     def count(self, name: str, n: int = 1) -> None:
         self.counts[name] += n
+
+    def add_time(self, name: str, seconds: float) -> None:
+        """Add ``seconds`` to the named duration (e.g. ``"pim_idle:edc"``)."""
+        self.times[name] += seconds
 
     def task(self, device: str, name: str, start: float, seconds: float, energy_j: float, **args):
         """A device did ``name`` from ``start`` for ``seconds`` costing ``energy_j``."""
@@ -76,6 +81,11 @@ class Metrics:
         c = self.counts
         drafted = c["drafted"]
         verified = c["accepted"] + c["rejected"]
+        tasks = self.busy_by_task
+        npu_verify = tasks.get("npu:verify", 0.0) + tasks.get("npu:ar-step", 0.0)
+        npu_blocked = tasks.get("npu:blocked-by-pim", 0.0)
+        npu_serving = tasks.get("npu:serving-pim", 0.0)
+        npu_waiting = max(0.0, makespan - self.busy.get("npu", 0.0)) if "npu" in devices else 0.0
         return {
             "tokens": tokens,
             "seconds": makespan,
@@ -96,6 +106,18 @@ class Metrics:
             "preverify_rejections": c["preverify_rejections"],
             "edc_suppressions": c["edc_suppressions"],
             "early_rejections": c["early_rejections"],
+            # What each ladder mechanism did (docs/system-model.md, "Mechanism counters").
+            "squashed_by_rollback": c["squashed_by_rollback"],
+            "preverify_useful": c["preverify_useful"],
+            "preverify_wasted_late": c["preverify_wasted_late"],
+            "preverify_wasted_found_nothing": c["preverify_wasted_found_nothing"],
+            "edc_suppressed_idle_s": self.times.get("pim_idle:edc", 0.0),
+            "pim_idle_lookahead_limit_s": self.times.get("pim_idle:lookahead", 0.0),
+            "pim_waiting_for_npu_s": self.times.get("pim_waiting_for_npu", 0.0),
+            "npu_verify_s": npu_verify,
+            "npu_blocked_by_pim_s": npu_blocked,
+            "npu_serving_pim_s": npu_serving,
+            "npu_waiting_for_drafts_s": npu_waiting,
             "mean_tokens_per_pass": (
                 sum(self.round_tokens) / len(self.round_tokens) if self.round_tokens else 0.0
             ),

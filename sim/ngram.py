@@ -47,6 +47,7 @@ __all__ = [
     "VOCAB",
     "CharNGram",
     "Corpus",
+    "check_prompt_index",
     "decode",
     "default_pair",
     "encode",
@@ -208,8 +209,12 @@ def _tempered(probs: np.ndarray, temperature: float) -> np.ndarray:
         out = np.zeros_like(probs)
         out[np.argmax(probs)] = 1.0
         return out
-    logp = np.log(probs) / temperature
-    logp -= logp.max()
+    # Shift by the largest log-probability before dividing: the top character gets exactly 0
+    # and the rest stay finite or -inf, so a tiny temperature tends to greedy instead of
+    # dividing infinities into NaN.
+    with np.errstate(divide="ignore", over="ignore"):
+        logp = np.log(probs)
+        logp = (logp - logp.max()) / temperature
     out = np.exp(logp)
     return out / out.sum()
 
@@ -219,10 +224,15 @@ def _entropy(probs: np.ndarray) -> float:
     return float(-(nz * np.log(nz)).sum())
 
 
-def _prompt(corpus: Corpus, index: int, prompt_chars: int) -> tuple[str, str]:
-    """(file, prompt text) for held-out file ``index``: text up to and including a ``def ``."""
+def check_prompt_index(corpus: Corpus, index: int) -> None:
+    """UserError unless ``index`` names a held-out file of ``corpus``."""
     if not 0 <= index < len(corpus.held_out):
         raise UserError(f"prompt index {index} out of range (0..{len(corpus.held_out) - 1})")
+
+
+def _prompt(corpus: Corpus, index: int, prompt_chars: int) -> tuple[str, str]:
+    """(file, prompt text) for held-out file ``index``: text up to and including a ``def ``."""
+    check_prompt_index(corpus, index)
     name, text = corpus.held_out[index]
     cut = text.find("\ndef ")
     if cut < 0:
@@ -242,10 +252,17 @@ def record(
     seed: int,
     prompt_chars: int = 256,
     trace_name: str | None = None,
+    progress=None,
 ) -> Trace:
-    """Record one real rejection-sampling trace (module docstring) of ``length`` positions."""
+    """Record one real rejection-sampling trace (module docstring) of ``length`` positions.
+
+    ``progress``, if given, is called with the number of positions recorded so far after
+    each position (the command line's progress display).
+    """
     if length < 1:
         raise UserError(f"trace length must be >= 1, not {length}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"seed must be a non-negative integer, not {seed!r}")
     if not (temperature > 0 and math.isfinite(temperature)):
         raise UserError(f"temperature must be > 0 for sampling, not {temperature!r}")
     rng = np.random.default_rng(seed)
@@ -269,6 +286,8 @@ def record(
         accept[pos] = kept
         output.append(token)
         context.append(token)
+        if progress is not None:
+            progress(pos + 1)
     header = TraceHeader(
         pair="stdlib-char-3gram-7gram",
         draft_model=f"{draft.name} ({DRAFT_CHARS} chars)",
@@ -313,14 +332,15 @@ BUILTIN_RECORDINGS = (
 BUILTIN_LENGTH = 1200
 
 
-def record_builtins(out_dir: Path, *, length: int = BUILTIN_LENGTH) -> list[Path]:
-    """Rebuild the shipped traces into ``out_dir``; returns the written paths."""
-    from ahasd.sim.traces import save_trace
-
+def record_builtins(*, length: int = BUILTIN_LENGTH, progress=None) -> dict[str, Trace]:
+    """Record the shipped traces again: ``{file name: trace}`` (the command line writes them
+    as one output set). ``progress`` is called with the positions recorded so far, over all
+    of them (``len(BUILTIN_RECORDINGS) * length`` in total)."""
     corpus, draft, target = default_pair()
-    written = []
-    for stem, prompt_index, temperature, seed in BUILTIN_RECORDINGS:
-        trace = record(
+    traces = {}
+    for number, (stem, prompt_index, temperature, seed) in enumerate(BUILTIN_RECORDINGS):
+        done_before = number * length
+        traces[f"{stem}.jsonl"] = record(
             draft,
             target,
             corpus,
@@ -329,8 +349,6 @@ def record_builtins(out_dir: Path, *, length: int = BUILTIN_LENGTH) -> list[Path
             temperature=temperature,
             seed=seed,
             trace_name=stem,
+            progress=None if progress is None else lambda n, d=done_before: progress(d + n),
         )
-        path = Path(out_dir) / f"{stem}.jsonl"
-        save_trace(trace, path)
-        written.append(path)
-    return written
+    return traces

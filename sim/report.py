@@ -1,42 +1,73 @@
 """Tables, files and figures from run summaries.
 
-- terminal tables (:func:`format_table`), CSV and JSON (written atomically: a temporary file
-  in the same directory, then ``os.replace``, so a reader never sees half a file);
+- terminal tables (:func:`format_table`); CSV and JSON text (:func:`csv_text`,
+  :func:`json_text`) for the command line's output sets, and :func:`write_json` /
+  :func:`write_csv` for a single file (both through :mod:`ahasd.output`: whole or absent, an
+  unchanged file keeps its mtime);
 - the paper-style aggregates: the **ablation** (each mode's tokens/s and mJ/token averaged
   over pairs and policies, and the speedup over the first rung of the asynchronous ladder,
   ``pim-async``) and the **comparison** (per pair, tokens/s and energy of every mode
   relative to ``gpu-only``), with their table columns; the ladder and both baselines come
   from the mode table (:mod:`ahasd.sim.modes.table`);
-- PNG figures (matplotlib, Agg backend) and the Chrome trace of one run.
+- figures (matplotlib, Agg backend): :func:`ablation_figure`, :func:`comparison_figure` and
+  :func:`run_figure` return a ``Figure`` (tests read its labels, legend and colours),
+  :func:`png_bytes` renders one. Every figure follows the same rules: each mode has one
+  colour everywhere (:data:`MODE_COLOURS`, from the mode table's order), every panel labels
+  its axes with units and says whether higher or lower is better, legends sit outside the
+  panels so they cover no data, and a caption gives the tokens, seeds and traces behind it.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
-import os
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from ahasd.sim.modes.table import ABLATION_BASE, COMPARISON_BASE, LADDER
+from ahasd.output import write_file
+from ahasd.sim.modes.table import ABLATION_BASE, COMPARISON_BASE, LADDER, MODE_TABLE
 
 __all__ = [
     "ABLATION_COLUMNS",
     "COMPARISON_COLUMNS",
+    "MODE_COLOURS",
+    "ablation_figure",
     "ablation_rows",
-    "atomic_write",
+    "caption",
+    "comparison_figure",
     "comparison_rows",
+    "csv_text",
+    "finish_figure",
     "format_table",
-    "plot_ablation",
-    "plot_comparison",
-    "plot_run",
+    "json_text",
+    "png_bytes",
     "pyplot",
+    "run_figure",
+    "table_columns",
     "write_csv",
     "write_json",
 ]
+
+# matplotlib's default qualitative palette ("tab10"), written out so that colours are
+# fixed without importing matplotlib; modes take them in mode-table order.
+_PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+if len(MODE_TABLE) > len(_PALETTE):
+    raise ValueError(f"{len(MODE_TABLE)} modes, {len(_PALETTE)} colours: extend the palette")
+MODE_COLOURS = {mode.name: _PALETTE[i] for i, mode in enumerate(MODE_TABLE)}
 
 
 def _against(base: str) -> str:
@@ -70,28 +101,12 @@ COMPARISON_COLUMNS = [
 ]
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and an atomic rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode) as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def json_text(obj) -> str:
+    """``obj`` as indented JSON text with a final newline."""
+    return json.dumps(obj, indent=2, sort_keys=False) + "\n"
 
 
-def write_json(path: Path, obj) -> None:
-    atomic_write(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
-
-
-def write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
+def csv_text(rows: list[dict], columns: list[str] | None = None) -> str:
     """Flat CSV of ``rows`` (nested dicts are flattened to ``key.sub`` columns)."""
     flat = [_flatten(row) for row in rows]
     if columns is None:
@@ -102,7 +117,17 @@ def write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) ->
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(flat)
-    atomic_write(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def write_json(path: Path, obj) -> None:
+    """Write :func:`json_text` of ``obj`` to ``path`` (:func:`ahasd.output.write_file`)."""
+    write_file(path, json_text(obj))
+
+
+def write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
+    """Write :func:`csv_text` of ``rows`` to ``path`` (:func:`ahasd.output.write_file`)."""
+    write_file(path, csv_text(rows, columns))
 
 
 def _flatten(row: dict, prefix: str = "") -> dict:
@@ -142,8 +167,27 @@ def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
 
 
 def _key(mode: str, row: dict) -> tuple:
-    """Runs that differ only in mode are compared with each other."""
-    return (mode, row["pair"], row["policy"], row.get("seed", 0), row.get("trace"))
+    """Runs that differ only in mode are compared with each other (within one scenario:
+    platform, devices, overrides, ...)."""
+    return (
+        mode,
+        row["pair"],
+        row["policy"],
+        row.get("seed", 0),
+        row.get("trace"),
+        row.get("scenario", ""),
+    )
+
+
+def _scenarios(results: list[dict]) -> list[str]:
+    return list(dict.fromkeys(r.get("scenario", "") for r in results))
+
+
+def table_columns(rows: list[dict], columns: list[tuple[str, str, str]]) -> list:
+    """``columns`` with a leading scenario column when ``rows`` hold more than one."""
+    if len({r.get("scenario", "") for r in rows}) > 1:
+        return [("scenario", "scenario", ""), *columns]
+    return columns
 
 
 def _mean(values) -> float:
@@ -162,8 +206,8 @@ def ablation_rows(results: list[dict], modes) -> list[dict]:
     policy, seed, trace) runs; columns :data:`ABLATION_COLUMNS`."""
     by_key = {_key(r["mode"], r): r for r in results}
     rows = []
-    for mode in modes:
-        runs = [r for r in results if r["mode"] == mode]
+    for scenario, mode in itertools.product(_scenarios(results), modes):
+        runs = [r for r in results if r["mode"] == mode and r.get("scenario", "") == scenario]
         if not runs:
             continue
         speedups, energy = [], []
@@ -174,6 +218,7 @@ def ablation_rows(results: list[dict], modes) -> list[dict]:
                 energy.append(r["energy_per_token_mj"] / base["energy_per_token_mj"])
         rows.append(
             {
+                "scenario": scenario,
                 "mode": mode,
                 "runs": len(runs),
                 "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),
@@ -194,12 +239,12 @@ def comparison_rows(results: list[dict], modes) -> list[dict]:
     by_key = {_key(r["mode"], r): r for r in results}
     groups = defaultdict(list)
     for r in results:
-        groups[(r["pair"], r["mode"])].append(r)
+        groups[(r.get("scenario", ""), r["pair"], r["mode"])].append(r)
     pairs = list(dict.fromkeys(r["pair"] for r in results))
     rows = []
-    for pair in pairs:
+    for scenario, pair in itertools.product(_scenarios(results), pairs):
         for mode in modes:
-            runs = groups.get((pair, mode))
+            runs = groups.get((scenario, pair, mode))
             if not runs:
                 continue
             speedups, efficiency = [], []
@@ -210,6 +255,7 @@ def comparison_rows(results: list[dict], modes) -> list[dict]:
                     efficiency.append(base["energy_per_token_mj"] / r["energy_per_token_mj"])
             rows.append(
                 {
+                    "scenario": scenario,
                     "pair": pair,
                     "mode": mode,
                     "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),
@@ -232,128 +278,205 @@ def pyplot():
     return plt
 
 
-def matplotlib_ticker():
-    import matplotlib.ticker
+def png_bytes(fig) -> bytes:
+    """The PNG of ``fig`` (closed afterwards); the same figure gives the same bytes."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    pyplot().close(fig)
+    return buffer.getvalue()
 
-    return matplotlib.ticker
+
+def _listing(values: list, limit: int = 4) -> str:
+    shown = ", ".join(str(v) for v in values[:limit])
+    return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
 
-def plot_ablation(results: list[dict], modes, path: Path) -> None:
-    """Paper-style ablation: per pair, tokens/s and mJ/token of the async ladder, normalised
-    to its first rung (bars are geometric means over policies; ticks show each policy)."""
+def caption(rows: list[dict]) -> str:
+    """What a figure of ``rows`` rests on: runs, generated tokens, seeds and traces."""
+    tokens = sorted({r["tokens"] for r in rows if isinstance(r.get("tokens"), int)})
+    seeds = sorted({r.get("seed", 0) for r in rows})
+    traces = list(dict.fromkeys(str(r.get("trace") or "synthetic") for r in rows))
+    if traces and all(t.startswith("synthetic:") for t in traces) and len(traces) > 1:
+        traces = ["each pair's synthetic preset"]
+    span = _listing(tokens) if tokens else "unknown"
+    return (
+        f"{len(rows)} simulated run{'s' if len(rows) != 1 else ''}; {span} generated tokens "
+        f"per run; seed{'s' if len(seeds) != 1 else ''} {_listing(seeds)}; "
+        f"trace{'s' if len(traces) != 1 else ''}: {_listing(traces)}. "
+        "System model, not measurements."
+    )
+
+
+def finish_figure(fig, *, title: str, handles, labels, caption: str, columns: int) -> None:
+    """Title on top, then the panels, then the legend and the caption, both below the panels
+    so that they cover no data. The space they take is computed from their line counts."""
+    import textwrap
+
+    width, height = fig.get_size_inches()
+    wrapped = "\n".join(textwrap.wrap(caption, width=int(width * 15)))
+    legend_rows = math.ceil(len(labels) / columns) if labels else 0
+    legend_in = 0.24 * legend_rows + (0.12 if legend_rows else 0.0)
+    caption_in = 0.16 * (wrapped.count("\n") + 1) + 0.12
+    bottom = (legend_in + caption_in) / height
+    # At the top edge, so that tight_layout fits the panels (and their titles) below it.
+    fig.suptitle(title, y=1 - 0.08 / height, va="top")
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    if labels:
+        fig.legend(
+            handles,
+            labels,
+            loc="upper center",
+            bbox_to_anchor=(0.5, bottom),
+            ncol=columns,
+            fontsize=8,
+            frameon=False,
+        )
+    fig.text(0.01, 0.012, wrapped, fontsize=7.5, ha="left", va="bottom", color="0.25")
+
+
+def _bar_offsets(count: int) -> tuple[float, list[float]]:
+    width = 0.8 / max(1, count)
+    return width, [(j - (count - 1) / 2) * width for j in range(count)]
+
+
+def ablation_figure(results: list[dict], modes):
+    """Paper-style ablation: per pair, tokens/s and mJ/token of the asynchronous ladder
+    relative to its first rung (bars: geometric means over policies and seeds; black ticks:
+    single runs)."""
     plt = pyplot()
     ladder = [m for m in modes if m in LADDER]
     pairs = list(dict.fromkeys(r["pair"] for r in results))
     by_key = {_key(r["mode"], r): r for r in results}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    width = 0.8 / max(1, len(ladder))
-    for panel, (metric, title) in enumerate(
-        (
-            ("tokens_per_s", f"Speedup over {ABLATION_BASE}"),
-            ("energy_per_token_mj", f"Energy/token vs {ABLATION_BASE}"),
-        )
-    ):
-        ax = axes[panel]
-        for j, mode in enumerate(ladder):
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    width, offsets = _bar_offsets(len(ladder))
+    ticks = []  # the single-run markers, for the legend
+    panels = (
+        ("tokens_per_s", f"Speedup over {ABLATION_BASE}", "higher is better"),
+        ("energy_per_token_mj", f"Energy per token relative to {ABLATION_BASE}", "lower is better"),
+    )
+    for ax, (metric, title, better) in zip(axes, panels, strict=True):
+        for mode, offset in zip(ladder, offsets, strict=True):
             heights, points = [], []
             for i, pair in enumerate(pairs):
-                ratios = []
-                for r in results:
-                    if r["mode"] != mode or r["pair"] != pair:
-                        continue
-                    base = by_key.get(_key(ABLATION_BASE, r))
-                    if base:
-                        ratios.append(r[metric] / base[metric])
+                ratios = [
+                    r[metric] / base[metric]
+                    for r in results
+                    if r["mode"] == mode and r["pair"] == pair
+                    for base in [by_key.get(_key(ABLATION_BASE, r))]
+                    if base
+                ]
                 heights.append(_geomean(ratios))
-                points += [(i + (j - (len(ladder) - 1) / 2) * width, v) for v in ratios]
-            xs = [i + (j - (len(ladder) - 1) / 2) * width for i in range(len(pairs))]
-            ax.bar(xs, heights, width, label=mode)
+                points += [(i + offset, v) for v in ratios]
+            xs = [i + offset for i in range(len(pairs))]
+            ax.bar(xs, heights, width, label=mode, color=MODE_COLOURS[mode])
             if points:
-                ax.plot(*zip(*points, strict=True), "k_", markersize=6, alpha=0.6)
+                ticks += ax.plot(*zip(*points, strict=True), "k_", markersize=6, alpha=0.6)
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xticks(range(len(pairs)), pairs)
-        ax.set_title(title)
-        ax.set_ylabel("ratio (bars: geometric mean; ticks: single runs)")
-    axes[0].legend(fontsize=8)
-    fig.suptitle("Ablation of the asynchronous NPU+PIM ladder (system model)")
-    fig.tight_layout()
-    _save(fig, path)
+        ax.set_xlabel("model pair (draft-target)")
+        ax.set_title(f"{title} ({better})")
+        ax.set_ylabel(f"ratio to {ABLATION_BASE} (x, {better})")
+    handles, labels = axes[0].get_legend_handles_labels()
+    if ticks:
+        handles.append(ticks[0])
+        labels.append("single runs (one tick per policy and seed)")
+    finish_figure(
+        fig,
+        title="Ablation of the asynchronous NPU+PIM ladder (system model)",
+        handles=handles,
+        labels=labels,
+        caption=caption(results),
+        columns=min(len(labels), 5) or 1,
+    )
+    return fig
 
 
-def plot_comparison(results: list[dict], modes, path: Path) -> None:
+def comparison_figure(results: list[dict], modes):
     """Paper-style comparison: speedup and energy efficiency over ``gpu-only`` per pair
-    (the mode table's comparison baseline)."""
+    (the mode table's comparison baseline), geometric means over policies and seeds."""
     plt = pyplot()
+    import matplotlib.ticker as ticker
+
     rows = comparison_rows(results, modes)
     pairs = list(dict.fromkeys(r["pair"] for r in rows))
     shown = [m for m in modes if any(r["mode"] == m for r in rows)]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    width = 0.8 / max(1, len(shown))
-    for panel, (metric, title) in enumerate(
-        (
-            (_BASE_SPEEDUP, f"Speedup over {COMPARISON_BASE}"),
-            (_BASE_EFFICIENCY, f"Energy efficiency over {COMPARISON_BASE}"),
-        )
-    ):
-        ax = axes[panel]
-        for j, mode in enumerate(shown):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    width, offsets = _bar_offsets(len(shown))
+    panels = (
+        (_BASE_SPEEDUP, f"Speedup over {COMPARISON_BASE}", "tokens/s ratio"),
+        (_BASE_EFFICIENCY, f"Energy efficiency over {COMPARISON_BASE}", "tokens/J ratio"),
+    )
+    for ax, (metric, title, quantity) in zip(axes, panels, strict=True):
+        for mode, offset in zip(shown, offsets, strict=True):
             values = [
                 next((r[metric] for r in rows if r["pair"] == p and r["mode"] == mode), math.nan)
                 for p in pairs
             ]
-            xs = [i + (j - (len(shown) - 1) / 2) * width for i in range(len(pairs))]
-            ax.bar(xs, values, width, label=mode)
+            xs = [i + offset for i in range(len(pairs))]
+            ax.bar(xs, values, width, label=mode, color=MODE_COLOURS[mode])
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_yscale("log")
-        ticker = matplotlib_ticker()
         ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xticks(range(len(pairs)), pairs)
-        ax.set_title(title + " (geo. mean over policies)")
+        ax.set_xlabel("model pair (draft-target)")
+        ax.set_title(f"{title} (higher is better)")
+        ax.set_ylabel(f"{quantity} to {COMPARISON_BASE} (x, log scale)")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(shown), fontsize=8)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    _save(fig, path)
+    finish_figure(
+        fig,
+        title="Comparison with the baselines (system model; bars: geometric mean over policies)",
+        handles=handles,
+        labels=labels,
+        caption=caption(results),
+        columns=min(len(labels), 7) or 1,
+    )
+    return fig
 
 
-def plot_run(summary: dict, metrics, path: Path) -> None:
-    """One run: device busy/idle bars and the draft-queue occupancy over time."""
+def run_figure(summary: dict, metrics):
+    """One run: device busy/idle time and the draft-queue occupancy over the first NPU
+    passes (the whole run is a solid block at this width)."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 2]})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), gridspec_kw={"width_ratios": [1, 2]})
     devices = list(summary["busy_s"])
     busy = [summary["busy_s"][d] for d in devices]
     idle = [summary["idle_s"][d] for d in devices]
-    axes[0].barh(devices, busy, label="busy")
-    axes[0].barh(devices, idle, left=busy, label="idle", color="lightgrey")
-    axes[0].set_xlabel("seconds")
-    axes[0].legend(fontsize=8)
+    colour = MODE_COLOURS.get(summary["mode"], _PALETTE[0])
+    axes[0].barh(devices, busy, label="device busy", color=colour)
+    axes[0].barh(devices, idle, left=busy, label="device idle", color="lightgrey")
+    axes[0].set_xlabel("simulated time (s)")
+    axes[0].set_ylabel("device")
     axes[0].set_title("Device time")
     samples = metrics.queue_samples
-    # The first few NPU passes are readable; the whole run is a solid block at this width.
     window = min(summary["seconds"], 20 * summary["seconds"] / max(1, summary["verify_passes"]))
     times = [s[0] for s in samples if s[0] <= window] + [window]
     unverified = [s[3] for s in samples if s[0] <= window]
     queued = [s[1] for s in samples if s[0] <= window]
-    axes[1].stairs(unverified, times, fill=True, alpha=0.35, label="unverified (incl. NPU pass)")
-    axes[1].stairs(queued, times, color="C3", label="queued for the NPU")
-    axes[1].set_xlim(0, window)
-    axes[1].set_xlabel(f"simulated time (s), first {window:.2f} s of {summary['seconds']:.1f} s")
-    axes[1].set_ylabel("draft tokens")
-    axes[1].legend(fontsize=8, loc="upper right")
-    axes[1].set_title("Draft queue occupancy")
-    fig.suptitle(
-        f"{summary['mode']} | {summary['pair']} | {summary['policy']}: "
-        f"{summary['tokens_per_s']:.2f} tok/s, {summary['energy_per_token_mj']:.0f} mJ/token"
+    axes[1].stairs(
+        unverified, times, fill=True, alpha=0.35, color=colour, label="unverified (incl. NPU pass)"
     )
-    fig.tight_layout()
-    _save(fig, path)
-
-
-def _save(fig, path: Path) -> None:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    atomic_write(path, buffer.getvalue())
+    axes[1].stairs(queued, times, color="black", label="queued for the NPU")
+    axes[1].set_xlim(0, window)
+    axes[1].set_xlabel("simulated time (s)")
+    axes[1].set_ylabel("draft tokens (tokens)")
+    axes[1].set_title(f"Draft queue, first {window:.2f} s of {summary['seconds']:.2f} s")
+    handles, labels = [], []
+    for ax in axes:
+        h, lab = ax.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    text = (
+        f"{summary['tokens_per_s']:.2f} tokens/s, {summary['energy_per_token_mj']:.0f} mJ/token. "
+        + caption([summary])
+    )
+    finish_figure(
+        fig,
+        title=f"{summary['mode']} | {summary['pair']} | {summary['policy']}",
+        handles=handles,
+        labels=labels,
+        caption=text,
+        columns=4,
+    )
+    return fig

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ahasd.errors import UserError
-from ahasd.sim.traces import Trace, TraceHeader
+from ahasd.sim.traces import MAX_RECORDS, Trace, TraceHeader
 
 __all__ = [
     "PRESETS",
@@ -254,8 +254,13 @@ def calibrate(preset: Preset, acceptance: float) -> tuple[float, float]:
 
 
 def _check_length(length: int) -> None:
-    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-        raise UserError(f"trace length must be an integer >= 1, not {length!r}")
+    if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_RECORDS:
+        raise UserError(f"trace length must be an integer in 1..{MAX_RECORDS}, not {length!r}")
+
+
+def _check_seed(seed: int) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"seed must be a non-negative integer, not {seed!r}")
 
 
 def _check_acceptance(acceptance: float, option: str = "acceptance") -> None:
@@ -292,6 +297,7 @@ def generate(
             raise UserError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
         preset = PRESETS[preset]
     _check_length(length)
+    _check_seed(seed)
     target = preset.target_for(task) if acceptance is None else acceptance
     _check_acceptance(target)
     b0, early_offset = calibrate(preset, float(target))
@@ -337,6 +343,7 @@ def iid_trace(length: int, acceptance: float, seed: int, *, realise: bool = Fals
     Leviathan et al. apply exactly.
     """
     _check_length(length)
+    _check_seed(seed)
     _check_acceptance(acceptance)
     rng = np.random.default_rng(seed)
     entropy = rng.gamma(2.0, 0.6, size=length)

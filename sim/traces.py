@@ -29,23 +29,28 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
-import tempfile
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ahasd.errors import UserError
+from ahasd.output import write_file
 
 __all__ = [
     "COLUMNS",
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "MAX_FILE_BYTES",
+    "MAX_HEADER_BYTES",
+    "MAX_HEADER_DEPTH",
+    "MAX_RECORDS",
     "SOURCES",
     "Trace",
     "TraceHeader",
     "builtin_trace_paths",
+    "encode_trace",
     "load_builtin",
     "load_trace",
     "save_trace",
@@ -72,6 +77,15 @@ _HEADER_STRINGS = ("pair", "draft_model", "target_model", "prompt_id")
 # values to 6 decimals; the slack covers that rounding and nothing more.
 _TOP1_SLACK = 1e-5
 _DECIMALS = 6
+
+# Guards on what a reader accepts, so that a hostile or broken file is a one-line error and
+# not a MemoryError or RecursionError. A million records is far beyond any generation the
+# controller's 16-bit length fields allow (65,535 tokens); a header carries a few KB of
+# metadata (a recorder's prompt and output), and its JSON nests a few levels.
+MAX_RECORDS = 1_000_000
+MAX_HEADER_BYTES = 1 << 20
+MAX_HEADER_DEPTH = 32
+MAX_FILE_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -215,13 +229,10 @@ def _open_text(path: Path, mode: str):
     return open(path, mode, encoding="utf-8")
 
 
-def save_trace(trace: Trace, path) -> None:
-    """Write ``trace`` to ``path`` (JSON Lines, gzip if the name ends in ``.gz``), atomically.
-
-    The file is written to a temporary name in the same folder and renamed, so a reader never
-    sees a half-written trace. Values are rounded to 6 decimals.
-    """
-    path = Path(path)
+def encode_trace(trace: Trace, *, compress: bool = False) -> bytes:
+    """The bytes of ``trace`` in the file format (gzip-compressed if ``compress``, with a
+    zero gzip timestamp so the same trace gives the same bytes). Values are rounded to 6
+    decimals."""
     columns = trace._columns()
     names = [name for name in COLUMNS if name in columns]
     header = {
@@ -249,37 +260,73 @@ def save_trace(trace: Trace, path) -> None:
     lines.extend(
         json.dumps(list(row), separators=(",", ":")) for row in zip(*as_lists, strict=True)
     )
-    text = "\n".join(lines) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    temp = Path(temp_name)
-    try:
-        if path.suffix == ".gz":
-            temp.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
-        else:
-            temp.write_text(text, encoding="utf-8")
-        # mkstemp creates the file 0600; give it the permissions a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o666 & ~umask)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    return gzip.compress(data, mtime=0) if compress else data
+
+
+def save_trace(trace: Trace, path) -> bool:
+    """Write ``trace`` to ``path`` (JSON Lines, gzip if the name ends in ``.gz``).
+
+    Through :func:`ahasd.output.write_file`: a temporary sibling renamed into place (a reader
+    never sees half a trace), the umask's permissions, and an unchanged file keeps its
+    mtime. Returns True if the file was (re)written.
+    """
+    path = Path(path)
+    return write_file(path, encode_trace(trace, compress=path.suffix == ".gz"))
 
 
 def _fail(path: Path, where: str, message: str) -> UserError:
     return UserError(f"{path}: {where}: {message}")
 
 
+def _nesting_depth(text: str) -> int:
+    """How deep the arrays and objects of the JSON ``text`` nest (brackets inside strings
+    are not counted); computed without parsing, so a hostile depth costs no recursion."""
+    outside_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    codes = np.frombuffer(outside_strings.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    steps = np.isin(codes, (ord("["), ord("{"))).astype(np.int64)
+    steps -= np.isin(codes, (ord("]"), ord("}")))
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def _lone_surrogate(value) -> bool:
+    """True if a string in ``value`` (a parsed JSON value) holds half a UTF-16 pair, which
+    JSON's ``\\ud800`` escapes allow and no UTF-8 output can print."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_lone_surrogate(k) or _lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_lone_surrogate(item) for item in value)
+    return False
+
+
 def _parse_header(path: Path, line: str) -> dict:
+    if len(line) > MAX_HEADER_BYTES:
+        raise _fail(
+            path,
+            "header (line 1)",
+            f"{len(line):,} characters long; a header holds at most {MAX_HEADER_BYTES:,}",
+        )
+    depth = _nesting_depth(line)
+    if depth > MAX_HEADER_DEPTH:
+        raise _fail(
+            path,
+            "header (line 1)",
+            f"nested {depth:,} levels deep; a header nests at most {MAX_HEADER_DEPTH}",
+        )
     try:
         header = json.loads(line)
     except json.JSONDecodeError as error:
         raise _fail(path, "header (line 1)", f"not valid JSON ({error.msg})") from None
     if not isinstance(header, dict):
         raise _fail(path, "header (line 1)", "must be a JSON object")
+    if _lone_surrogate(header):
+        raise _fail(path, "header (line 1)", "a string holds an unpaired UTF-16 surrogate")
     if header.get("format") != FORMAT_NAME:
         raise _fail(
             path,
@@ -287,11 +334,13 @@ def _parse_header(path: Path, line: str) -> dict:
             f"expected {FORMAT_NAME!r}, found {header.get('format')!r} (not a trace file?)",
         )
     version = header.get("version")
-    if version != FORMAT_VERSION:
+    # type() and not isinstance(): True == 1 and 1.0 == 1, neither is a version number.
+    if type(version) is not int or version != FORMAT_VERSION:
         raise _fail(
             path,
             "header (line 1), field 'version'",
-            f"unsupported version {version!r}; this reader knows version {FORMAT_VERSION}",
+            f"unsupported version {version!r}; this reader knows version {FORMAT_VERSION} "
+            "(an integer)",
         )
     for name in (*_HEADER_STRINGS, "temperature", "source", "length", "columns"):
         if name not in header:
@@ -318,9 +367,11 @@ def _parse_header(path: Path, line: str) -> dict:
             f"must be one of {', '.join(SOURCES)}, not {header['source']!r}",
         )
     length = header["length"]
-    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+    if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_RECORDS:
         raise _fail(
-            path, "header (line 1), field 'length'", f"must be an integer >= 1, not {length!r}"
+            path,
+            "header (line 1), field 'length'",
+            f"must be an integer in 1..{MAX_RECORDS}, not {length!r}",
         )
     columns = header["columns"]
     if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
@@ -364,7 +415,10 @@ def _column_values(path: Path, rows: list, index: int, name: str) -> np.ndarray:
                 f"must be a number, not {value!r}",
             )
         else:
-            out[record] = value
+            try:
+                out[record] = value
+            except OverflowError:  # an integer beyond float range: as infinite as 1e400
+                out[record] = math.inf
     return out
 
 
@@ -380,13 +434,22 @@ def load_trace(path) -> Trace:
         [0, 1], a negative entropy, an impossible top-1/entropy pair.
     """
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder, not a trace file")
     try:
         with _open_text(path, "r") as stream:
-            text = stream.read()
+            # One character more than allowed tells a file over the limit from one at it,
+            # without reading (or decompressing) an endless or enormous file whole.
+            text = stream.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise UserError(f"{path}: no such trace file") from None
     except (OSError, UnicodeDecodeError, EOFError) as error:
         raise UserError(f"{path}: cannot read trace file ({error})") from None
+    if len(text) > MAX_FILE_BYTES:
+        raise UserError(
+            f"{path}: more than {MAX_FILE_BYTES:,} characters (after decompression); a trace "
+            f"holds at most {MAX_RECORDS:,} records"
+        )
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -410,19 +473,20 @@ def load_trace(path) -> Trace:
         )
     try:
         rows = json.loads("[" + ",".join(body) + "]")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         rows = None
     if rows is None or len(rows) != length:
         # Slow path, only to name the bad record.
         for record, line in enumerate(body):
+            where = f"record {record + 1} (line {record + 2})"
             try:
                 json.loads(line)
             except json.JSONDecodeError as error:
                 raise _fail(
-                    path,
-                    f"record {record + 1} (line {record + 2})",
-                    f"not valid JSON ({error.msg}; file truncated or corrupted?)",
+                    path, where, f"not valid JSON ({error.msg}; file truncated or corrupted?)"
                 ) from None
+            except RecursionError:
+                raise _fail(path, where, "nested too deeply (a record is a flat array)") from None
         raise _fail(path, "body", "records are not one JSON array per line")
     for record, row in enumerate(rows):
         if not isinstance(row, list) or len(row) != len(names):

@@ -3,21 +3,31 @@
 One module per group of subcommands, in the order ``ahasd --help`` lists them
 (:data:`COMMAND_MODULES`): :mod:`~ahasd.cli.hw` (``verilog``, ``area``),
 :mod:`~ahasd.cli.trace` (``trace``), :mod:`~ahasd.cli.simulate` (``simulate`` with the
-phone-SoC scenario, ``sweep``, ``report``), :mod:`~ahasd.cli.regmap` (``regmap``) and
+phone-SoC scenario, ``sweep``, ``report``), :mod:`~ahasd.cli.reproduce` (``reproduce``),
+:mod:`~ahasd.cli.regmap` (``regmap``) and
 ``cosim``. Each exposes ``register(subparsers)``, which adds its parsers and sets
-``func(args) -> int`` as the handler. Nothing below this package imports it.
+``func(args) -> int`` as the handler. Nothing below this package imports it. Shared pieces:
+:mod:`~ahasd.cli.args` (parser, bounded argument types), :mod:`~ahasd.cli.progress`; every
+file is written through :mod:`ahasd.output`.
 
-A :class:`ahasd.errors.UserError` becomes a one-line message and exit status 2.
+What a user sees when something goes wrong (:func:`main`): a usage error or a
+:class:`ahasd.errors.UserError` is one line on stderr and exit status 2; an interrupt is
+``ahasd: interrupted`` on its own line and status 130; standard output that cannot be
+written (a full disk) is one line and status 2; a reader that closed the pipe
+(``ahasd trace list | head -1``) ends the command silently with status 141, as SIGPIPE
+would. None is a traceback.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
+import os
 import sys
 
 from ahasd import __version__
-from ahasd.errors import UserError
+from ahasd.cli import progress
+from ahasd.cli.args import Parser
+from ahasd.errors import UsageError, UserError
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
@@ -26,14 +36,15 @@ COMMAND_MODULES = [
     "ahasd.cli.hw",
     "ahasd.cli.trace",
     "ahasd.cli.simulate",
+    "ahasd.cli.reproduce",
     "ahasd.cli.regmap",
     "ahasd.cli.cosim",
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     """The ``ahasd`` parser with every subcommand of :data:`COMMAND_MODULES`."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ahasd",
         description="AHASD reference implementation: RTL, golden models, system model.",
     )
@@ -44,15 +55,87 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StdoutError(UserError):
+    """Standard output could not be written."""
+
+
+class _StdoutClosed(Exception):
+    """The reader of standard output went away (``ahasd ... | head``)."""
+
+
+class _GuardedStdout:
+    """``sys.stdout`` while a command runs: a failed write or flush (a full disk, a closed
+    pipe) becomes a one-line :class:`UserError` instead of a traceback."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def _guard(self, action, *args):
+        try:
+            return action(*args)
+        except BrokenPipeError:
+            raise _StdoutClosed from None
+        except OSError as error:
+            raise _StdoutError(
+                f"cannot write to standard output ({error.strerror or error})"
+            ) from None
+
+    def write(self, text: str) -> int:
+        return self._guard(self.stream.write, text)
+
+    def flush(self) -> None:
+        self._guard(self.stream.flush)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def _silence_stdout() -> None:
+    """After a failed write to the real standard output, point it at /dev/null so that the
+    interpreter's own flush at exit does not print a second error."""
+    try:
+        if sys.__stdout__ is not None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.__stdout__.fileno())
+            os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``ahasd`` with ``argv`` (default: the process arguments); the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    stdout = sys.stdout
+    sys.stdout = _GuardedStdout(stdout)
     try:
-        return int(args.func(args) or 0)
+        try:
+            args = build_parser().parse_args(argv)
+            status = int(args.func(args) or 0)
+        except SystemExit as stop:  # --help and --version print and stop here
+            status = stop.code if isinstance(stop.code, int) else 0
+        sys.stdout.flush()
+        return status
+    except UsageError as error:
+        _say(str(error))
+        return 2
+    except _StdoutError as error:
+        _silence_stdout()
+        _say(f"ahasd: error: {error}")
+        return 2
+    except _StdoutClosed:
+        # The reader stopped reading on purpose; say nothing, like a tool ended by SIGPIPE.
+        _silence_stdout()
+        return 128 + 13
     except UserError as error:
-        print(f"ahasd: error: {error}", file=sys.stderr)
+        _say(f"ahasd: error: {error}")
         return 2
     except KeyboardInterrupt:
-        print("ahasd: interrupted", file=sys.stderr)
+        _say("ahasd: interrupted")
         return 130
+    finally:
+        sys.stdout = stdout
+
+
+def _say(message: str) -> None:
+    """``message`` on stderr, on its own line even if a progress bar was being drawn."""
+    progress.end_line()
+    print(message, file=sys.stderr)

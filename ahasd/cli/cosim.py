@@ -7,6 +7,8 @@ co-simulated), plus:
 - ``--rtl-latency``: feed the controller latencies measured in the RTL back into the model's
   timing (off by default, so that the run is identical to ``ahasd simulate``);
 - ``--check``: also run the golden controller and fail (exit 1) on the first divergence;
+- ``--irq``: the CPU learns of pending pre-verification orders from the interrupt instead of
+  by polling a register (the results are the same);
 - ``--build-dir``: where the Verilator builds and runs go (default ``build/cosim``).
 
 The summary printed is the model's; ``cosim`` (in ``--json``, or a few lines of text) holds
@@ -21,6 +23,7 @@ import re
 from pathlib import Path
 
 from ahasd.cli.simulate import (
+    RUN_SCHEMA,
     RUN_TABLE,
     add_run_options,
     add_system_options,
@@ -29,10 +32,17 @@ from ahasd.cli.simulate import (
     run_settings,
 )
 from ahasd.errors import UserError
+from ahasd.output import OutputSet, check_folder
 from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
+from ahasd.sim.modes import check_tvc_widths_for_runs
 
-__all__ = ["register", "run_name"]
+__all__ = ["COSIM_FILES", "COSIM_SCHEMA", "register", "run_name"]
+
+#: The ``schema`` of ``cosim --json`` (docs/json.md): a run's keys plus ``cosim``.
+COSIM_SCHEMA = "ahasd-cosim-run/1"
+#: What ``--out DIR`` holds after a run, all written together or none.
+COSIM_FILES = ("summary.json", "cosim.json", "decisions.json")
 
 
 def register(subparsers) -> None:
@@ -55,12 +65,20 @@ def register(subparsers) -> None:
         "--check", action="store_true", help="compare with the golden controller (exit 1 if not)"
     )
     cos.add_argument(
-        "--build-dir", type=Path, default=Path("build/cosim"), help="build root (build/cosim)"
+        "--irq",
+        action="store_true",
+        help="learn of pending pre-verification orders from the interrupt, not by polling",
+    )
+    cos.add_argument(
+        "--build-dir",
+        type=Path,
+        default=Path("build/cosim"),
+        help="build root (default: build/cosim)",
     )
     cos.set_defaults(func=_cosim)
 
 
-def run_name(settings: RunSettings, feedback: bool) -> str:
+def run_name(settings: RunSettings, feedback: bool, irq: bool = False) -> str:
     """A file-name-safe name for a run: mode, pair, policy, seed, tokens, trace."""
     trace = settings.trace or "synthetic"
     parts = [
@@ -73,6 +91,8 @@ def run_name(settings: RunSettings, feedback: bool) -> str:
     ]
     if feedback:
         parts.append("rtl-latency")
+    if irq:
+        parts.append("irq")
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
 
 
@@ -95,10 +115,13 @@ def _cosim(args) -> int:
     check_devices(library, settings)
     if args.check and args.rtl_latency:
         raise UserError("--check compares with the golden timing: drop --rtl-latency")
+    check_tvc_widths_for_runs([settings], library)  # a TVC that would saturate: refuse now
     build_root = check_build_root(args.build_dir)
-    name = run_name(settings, args.rtl_latency)
+    if args.out is not None:
+        check_folder(args.out, option="--out", files=COSIM_FILES)
+    name = run_name(settings, args.rtl_latency, args.irq)
     run = run_cosim(
-        {"settings": settings_to_dict(settings), "feedback": args.rtl_latency},
+        {"settings": settings_to_dict(settings), "feedback": args.rtl_latency, "irq": args.irq},
         model_top_params(settings),
         run_name=name,
         build_root=build_root,
@@ -116,11 +139,13 @@ def _cosim(args) -> int:
         stats["first_divergence"] = divergence
         status = 0 if stats["identical"] else 1
     if args.out is not None:
-        report.write_json(args.out / "summary.json", summary)
-        report.write_json(args.out / "cosim.json", stats)
-        report.write_json(args.out / "decisions.json", result["log"])
+        outputs = OutputSet(option="--out")
+        outputs.add(args.out / "summary.json", report.json_text({"schema": RUN_SCHEMA, **summary}))
+        outputs.add(args.out / "cosim.json", report.json_text(stats))
+        outputs.add(args.out / "decisions.json", report.json_text(result["log"]))
+        outputs.commit()
     if args.json:
-        print(json.dumps({**summary, "cosim": stats}))
+        print(json.dumps({"schema": COSIM_SCHEMA, **summary, "cosim": stats}))
         return status
     print(report.format_table([summary], RUN_TABLE))
     print()
@@ -128,6 +153,10 @@ def _cosim(args) -> int:
         f"cosim: {stats['calls']} controller calls, {stats['simulated_cycles']} PIM cycles "
         f"simulated + {stats['warped_cycles']} warped ({stats['warps']} warps, "
         f"{stats['rewinds']} rewinds), {stats['wall_s']:.1f} s"
+    )
+    print(
+        f"cosim: pending orders learned by {'interrupt' if stats['irq'] else 'polling'}: "
+        f"{stats['interrupts']} interrupts, {stats['polls']} polls"
     )
     for key in ("edc_decision_latency", "tvc_answer_latency", "gtsu_switch_cycles"):
         print(f"cosim: {key} (cycles: count) {stats[key]}")

@@ -2,62 +2,126 @@
 
 - ``simulate`` runs one configuration and prints a table (or one JSON object with
   ``--json``); ``--out DIR`` also writes the summary (JSON, CSV), the queue occupancy (CSV),
-  a Chrome trace of device activity and a PNG. With ``--platform`` it runs the phone-SoC
-  scenario instead (:mod:`ahasd.sim.phone`): one phone mode or all of them, a table or JSON,
-  and with ``--out`` the summary, the thermal samples and a figure.
-- ``sweep`` runs a grid (``--grid paper``: :data:`ahasd.sim.grid.PAPER_GRID` at 1024 tokens)
-  over seeds, on ``--jobs`` processes, with a progress bar on stderr. Every finished run is
-  appended to ``DIR/results.jsonl`` as one JSON line and fsynced, so an interrupted sweep
-  resumes where it stopped (finished runs, identified by their full settings, are skipped).
+  a Chrome trace of device activity and a PNG, as one output set. With ``--platform`` it
+  runs the phone-SoC scenario instead (:mod:`ahasd.sim.phone`): one phone mode or all of
+  them, a table or JSON, and with ``--out`` the summary, the thermal samples and a figure.
+- ``sweep`` runs a grid (``--grid paper``: :data:`ahasd.sim.grid.PAPER_GRID` at 1024 tokens;
+  ``--grid FILE``: the product of a grid file's axes, :mod:`ahasd.sim.sweep`) over seeds,
+  traces and platforms, on ``--jobs`` processes or Ray tasks (``--backend ray``), with
+  progress on stderr. Every finished run is appended to ``DIR/results.jsonl`` as one JSON
+  line and fsynced, so an interrupted sweep resumes where it stopped (runs whose
+  configuration, trace and version hashes are in the file are skipped); one sweep writes a
+  folder at a time.
 - ``report`` turns a results file into the ablation and comparison tables (terminal, CSV)
-  and figures (PNG).
+  and figures (PNG), as one output set.
 
-Every name is checked before anything runs or is written; a bad one is a UserError (exit 2).
-Defaults shown in the help come from the settings dataclasses, mode and policy names from
-the mode table and :mod:`ahasd.sim.policies`.
+Every name, number and output path is checked before anything runs or is written; a bad
+one is a UserError (exit 2). Defaults shown in the help come from the settings
+dataclasses, mode names from the mode table, policy parameters from the policy classes.
+The JSON objects (``--json``, ``summary.json``, ``results.jsonl``) carry a ``schema`` field
+and are documented in ``docs/json.md``.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import dataclasses
+import inspect
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
+from ahasd.cli.args import (
+    DURATION_MAX_S,
+    JOBS_MAX,
+    KV_LENGTH_MAX,
+    SEED_MAX,
+    UniqueList,
+    integer,
+    real,
+)
+from ahasd.cli.progress import Progress, end_line
 from ahasd.errors import UserError
-from ahasd.sim import report
-from ahasd.sim.config import DEVICE_SETTINGS, RunSettings, field_default, load_library
+from ahasd.output import OutputSet, check_folder
+from ahasd.params import TVCParams
+from ahasd.sim import policies, report
+from ahasd.sim.config import (
+    DEFAULT_PLATFORM,
+    DEVICE_SETTINGS,
+    MEMORY_SHARING,
+    NONLINEAR_WITHOUT_AAU,
+    RunSettings,
+    controller_params,
+    field_default,
+    load_library,
+    resolve,
+)
 from ahasd.sim.grid import GRIDS, PAPER_GRID
-from ahasd.sim.modes import MODE_TABLE, MODES, find_mode, simulate
+from ahasd.sim.modes import MODE_TABLE, MODES, check_tvc_widths_for_runs, find_mode, simulate
 from ahasd.sim.phone import (
     PHONE_MODE_TABLE,
     PHONE_MODES,
     TASKS,
     PhoneSettings,
     find_platform,
-    plot_phone,
     simulate_phone,
 )
+from ahasd.sim.phone.figures import phone_figure
+from ahasd.sim.phone.platform import known_platforms
 from ahasd.sim.policies import POLICY_NAMES
-from ahasd.sim.trace_sources import builtin_trace_names, resolve_trace
+from ahasd.sim.sweep import (
+    BACKENDS,
+    RESULTS_FILE,
+    ROW_SCHEMA,
+    expand,
+    finished_rows,
+    load_grid,
+    read_results,
+    run_sweep,
+)
+from ahasd.sim.trace_sources import resolve_trace
 
 __all__ = [
+    "ABLATION_SCHEMA",
+    "COMPARISON_SCHEMA",
+    "DEFAULT_JOBS",
+    "DEFAULT_RESULTS",
+    "PHONE_FILES",
+    "PHONE_SCHEMA",
+    "REPORT_FILES",
+    "REPORT_SCHEMA",
     "RESULTS_FILE",
+    "RUN_SCHEMA",
     "RUN_TABLE",
+    "SIMULATE_FILES",
+    "SWEEP_SCHEMA",
+    "add_backend_options",
     "add_run_options",
     "add_system_options",
     "check_devices",
+    "check_lengths",
     "check_names",
+    "parse_assignments",
     "parse_policy_params",
+    "policy_parameters",
     "register",
     "run_settings",
 ]
 
-RESULTS_FILE = "results.jsonl"
+# The files each command writes into its --out folder, checked before it starts.
+SIMULATE_FILES = ("summary.json", "summary.csv", "queue.csv", "chrome_trace.json", "run.png")
+PHONE_FILES = ("summary.json", "summary.csv", "thermal.csv", "phone.png")
+REPORT_FILES = ("ablation.csv", "comparison.csv", "ablation.png", "comparison.png")
+DEFAULT_RESULTS = Path("ahasd-sweep")
+DEFAULT_JOBS = min(2, os.cpu_count() or 1)
+# The `schema` of every JSON object the commands print or write (docs/json.md): the kind of
+# object and the version of its keys; a consumer checks it before reading anything else.
+RUN_SCHEMA = "ahasd-run/1"
+PHONE_SCHEMA = "ahasd-phone-run/1"
+SWEEP_SCHEMA = ROW_SCHEMA
+REPORT_SCHEMA = "ahasd-report/1"
+ABLATION_SCHEMA = "ahasd-ablation-row/1"
+COMPARISON_SCHEMA = "ahasd-comparison-row/1"
 
 # (key, header, format spec) of the one-run table of `simulate` (and `cosim`).
 RUN_TABLE = [
@@ -94,7 +158,36 @@ _PHONE_OPTIONS = (
 )
 # System-model options a platform file fixes: its devices, and the traces (each task's
 # synthetic preset); given with --platform they are a UserError.
-_NOT_WITH_PLATFORM = (*DEVICE_SETTINGS, "trace", "draft_model", "target_model")
+_NOT_WITH_PLATFORM = (*DEVICE_SETTINGS, "memory_sharing", "trace", "draft_model", "target_model")
+
+
+def _json_default(value) -> str:
+    """A policy parameter's default as it is written after ``KEY=`` (JSON)."""
+    if isinstance(value, tuple):
+        value = list(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def policy_parameters() -> str:
+    """Each policy's parameters with their defaults, read from the policy classes (and the
+    fallback wrapper's, prefixed ``fallback_``), as one line for ``--help``."""
+    classes = {}
+    for name in policies.__all__:
+        item = getattr(policies, name)
+        if isinstance(item, type) and getattr(item, "name", None) in POLICY_NAMES:
+            classes[item.name] = item
+
+    def listing(cls, prefix: str = "") -> str:
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        return " ".join(
+            f"{prefix}{p.name}={_json_default(p.default)}"
+            for p in parameters
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        )
+
+    parts = [f"{name}: {listing(classes[name])}" for name in POLICY_NAMES]
+    parts.append(f"with --fallback: {listing(policies.Fallback, 'fallback_')}")
+    return "; ".join(parts)
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -109,27 +202,30 @@ def add_run_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument(
         "--policy", required=required, help=f"drafting policy: {', '.join(POLICY_NAMES)}{suffix}"
     )
+    seed = field_default(RunSettings, "seed")
     parser.add_argument(
         "--seed",
-        type=int,
-        default=field_default(RunSettings, "seed"),
-        help=f"run seed (default {field_default(RunSettings, 'seed')})",
+        type=integer(0, SEED_MAX),
+        default=seed,
+        help=f"run seed, 0..{SEED_MAX} (default: {seed})",
     )
     parser.add_argument(
         "--policy-param",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="policy parameter (repeatable; VALUE is JSON or a string)",
+        help="policy parameter, repeatable; VALUE is JSON or a string. Parameters (defaults): "
+        + policy_parameters(),
     )
     parser.add_argument("--draft-model", help="override the pair's draft model")
     parser.add_argument("--target-model", help="override the pair's target model")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (docs/json.md)")
 
 
 def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = False) -> None:
     """Trace, length, devices and controller widths: shared by ``simulate``, ``sweep`` and
-    ``cosim``. Defaults are :class:`RunSettings`'s."""
+    ``cosim``. Defaults are :class:`RunSettings`'s; lengths are bounded by the controller's
+    length fields (:data:`~ahasd.cli.args.KV_LENGTH_MAX`)."""
 
     def default(name: str):
         return field_default(RunSettings, name)
@@ -138,6 +234,7 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
         parser.add_argument(
             "--trace",
             nargs="+",
+            action=UniqueList,
             help="traces to run every configuration on: files, built-in trace names, "
             "synthetic presets, iid:<acceptance>, or 'builtin' for every built-in trace "
             "(default: each pair's synthetic preset)",
@@ -148,48 +245,79 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
             help="trace file, built-in trace name, synthetic preset or iid:<acceptance> "
             "(default: the pair's synthetic preset)",
         )
+    lengths = f"--prompt-tokens + --tokens <= {KV_LENGTH_MAX}"
     parser.add_argument(
         "--tokens",
-        type=int,
+        type=integer(1, KV_LENGTH_MAX - 1),
         default=default("tokens"),
-        help=f"generation length ({default('tokens')})",
+        help=f"generation length, tokens; {lengths} (default: {default('tokens')})",
     )
     parser.add_argument(
         "--prompt-tokens",
-        type=int,
+        type=integer(1, KV_LENGTH_MAX - 1),
         default=default("prompt_tokens"),
-        help=f"prompt KV length ({default('prompt_tokens')})",
+        help=f"prompt KV length, tokens; {lengths} (default: {default('prompt_tokens')})",
     )
     parser.add_argument("--fallback", action="store_true", help="autoregression fallback")
-    parser.add_argument("--spec-dir", action="append", default=[], help="extra spec directory")
+    parser.add_argument(
+        "--spec-dir", action="append", default=[], help="extra spec directory (repeatable)"
+    )
     for name in DEVICE_SETTINGS:
         option = name.replace("_", "-")
-        parser.add_argument(
-            f"--{option}", default=default(name), help=f"{option} device ({default(name)})"
-        )
+        parser.add_argument(f"--{option}", help=f"{option} device (default: the platform's)")
+    parser.add_argument(
+        "--memory-sharing",
+        choices=MEMORY_SHARING,
+        help="NPU and PIM share the LPDDR5 ranks and bus, or have memories of their own "
+        "(default: the platform's)",
+    )
+    parser.add_argument(
+        "--spec-override",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override a spec-file number, e.g. devices.npu-mobile.memory_bandwidth=1e11 "
+        "(NAME may be @npu, @pim, ...; repeatable)",
+    )
+    parser.add_argument(
+        "--controller-param",
+        action="append",
+        default=[],
+        metavar="BLOCK.FIELD=VALUE",
+        help="override an EDC/TVC/GTSU parameter, e.g. edc.llr_bits=2 (repeatable)",
+    )
     parser.add_argument(
         "--draft-queue-tokens",
-        type=int,
+        type=integer(1, KV_LENGTH_MAX),
         default=default("draft_queue_tokens"),
-        help="look-ahead budget",
+        help="look-ahead budget: unverified draft tokens the draft queue may hold "
+        f"(default: {default('draft_queue_tokens')})",
     )
     parser.add_argument(
         "--specpim-planned-draft",
-        type=int,
+        type=integer(1, KV_LENGTH_MAX),
         default=default("specpim_planned_draft"),
-        help="SpecPIM's K",
+        help="SpecPIM's K: the draft length its GPU/PIM split is balanced for "
+        f"(default: {default('specpim_planned_draft')})",
     )
     parser.add_argument(
         "--tvc-ratio-bits",
         type=int,
         default=default("tvc_ratio_bits"),
-        help=f"TVC entry width ({default('tvc_ratio_bits')})",
+        help=f"TVC table entry width, 16..48 bits (default: {default('tvc_ratio_bits')})",
     )
     parser.add_argument(
         "--tvc-cycle-bits",
         type=int,
         default=default("tvc_cycle_bits"),
-        help=f"TVC cycle width ({default('tvc_cycle_bits')})",
+        help=f"TVC cycle-count width, 16..48 bits (default: {default('tvc_cycle_bits')})",
+    )
+    parser.add_argument(
+        "--nonlinear-without-aau",
+        choices=NONLINEAR_WITHOUT_AAU,
+        default=default("nonlinear_without_aau"),
+        help="where pim-async sends the PIM's nonlinear operators: the NPU's vector unit "
+        f"or the host CPU ({default('nonlinear_without_aau')})",
     )
 
 
@@ -201,29 +329,47 @@ def _add_phone_options(parser: argparse.ArgumentParser) -> None:
 
     group = parser.add_argument_group(
         "phone SoC (spec section 5)",
-        "With --platform, simulate sustained generation on a phone SoC: modes "
+        "With --platform naming a phone SoC, simulate sustained generation on it: modes "
         f"{', '.join(PHONE_MODES)} (or 'all'); --mode defaults to {default('mode')}, "
         f"--policy to {default('policy')} (with the autoregression fallback), --pair to the "
         "platform's; --tokens is the length of each back-to-back request.",
     )
-    group.add_argument("--platform", help="phone SoC class: sd8gen3, m4 (sim/specs/platforms)")
+    group.add_argument(
+        "--platform",
+        help="NPU+PIM platform for the modes above (table2 (default), table2-per-unit, "
+        "artifact, or a file of yours under --spec-dir), or a phone SoC class (sd8gen3, m4) "
+        "for the phone modes (sim/specs/platforms)",
+    )
     group.add_argument(
         "--duration",
-        type=float,
-        help=f"simulated seconds of generation ({default('duration_s'):g})",
+        type=real(0.0, DURATION_MAX_S, low_open=True),
+        help=f"simulated seconds of generation, at most {DURATION_MAX_S:g} "
+        f"(default: {default('duration_s'):g})",
     )
-    group.add_argument("--task", help=f"task type: {', '.join(TASKS)} (mix: requests cycle)")
-    group.add_argument("--dram-pj-per-bit", type=float, help="DRAM energy (spec files: 10)")
-    group.add_argument("--skin-limit", type=float, help="skin throttle limit, 42..45 C (45)")
-    group.add_argument("--ambient", type=float, help="ambient temperature, C (25)")
-    group.add_argument("--start-temp", type=float, help="initial die/skin temperature (ambient)")
+    group.add_argument(
+        "--task", help=f"task type: {', '.join(TASKS)} (mix: requests cycle; default: mix)"
+    )
+    group.add_argument(
+        "--dram-pj-per-bit",
+        type=real(0.0, 1000.0, low_open=True),
+        help="DRAM energy, pJ/bit, at most 1000 (default: the platform's spec files, 10)",
+    )
+    group.add_argument(
+        "--skin-limit", type=float, help="skin throttle limit, 42..45 C (default: 45)"
+    )
+    group.add_argument("--ambient", type=float, help="ambient temperature, -20..60 C (default: 25)")
+    group.add_argument(
+        "--start-temp",
+        type=float,
+        help="initial die/skin temperature, -20..60 C (default: the ambient)",
+    )
     group.add_argument(
         "--no-arbiter", action="store_true", help="do not shorten drafts above 41 C skin"
     )
     group.add_argument(
         "--draft-weights",
         help="sram: draft weights in NPU SRAM (spec); spill: what does not fit "
-        "streams from LPDDR5X",
+        "streams from LPDDR5X (default: sram)",
     )
 
 
@@ -244,7 +390,12 @@ def register(subparsers) -> None:
     )
     # --mode, --pair and --policy are required without --platform (checked in _simulate).
     add_run_options(sim, required=False)
-    sim.add_argument("--out", type=Path, help="write summary, queue CSV, Chrome trace, PNG here")
+    sim.add_argument(
+        "--out",
+        type=Path,
+        help="also write summary, queue CSV, Chrome trace and PNG into this folder "
+        "(default: none, print only)",
+    )
     add_system_options(sim)
     _add_phone_options(sim)
     sim.set_defaults(func=_simulate)
@@ -253,24 +404,58 @@ def register(subparsers) -> None:
     sweep = subparsers.add_parser(
         "sweep",
         help="run a grid of system-model configurations (resumable)",
-        description="Run pairs x policies x modes x seeds; results appended to DIR/results.jsonl.",
+        description="Run a grid (the paper's, or the product of a grid file's axes) x seeds x "
+        "traces x platforms; results appended to DIR/results.jsonl, resumable, one sweep per "
+        "DIR at a time.",
     )
     sweep.add_argument(
         "--grid",
-        choices=tuple(GRIDS),
-        help="; ".join(f"{name}: {grid.describe()}" for name, grid in GRIDS.items()),
+        metavar="NAME|FILE",
+        help="; ".join(f"{name}: {grid.describe()}" for name, grid in GRIDS.items())
+        + "; or a grid file (TOML: an [axes] table naming the values of any run setting, "
+        "spec field, policy or controller parameter; docs/reproduce.md)",
     )
     sweep.add_argument(
-        "--pairs", nargs="+", help=f"pairs (default: the paper's {len(paper.pairs)})"
+        "--platforms",
+        nargs="+",
+        action=UniqueList,
+        help=f"NPU+PIM platforms (default: {DEFAULT_PLATFORM})",
     )
     sweep.add_argument(
-        "--policies", nargs="+", help=f"policies (default: the paper's {len(paper.policies)})"
+        "--pairs",
+        nargs="+",
+        action=UniqueList,
+        help=f"pairs (default: the paper's {len(paper.pairs)}: {', '.join(paper.pairs)})",
     )
-    sweep.add_argument("--modes", nargs="+", help=f"modes (default: all {len(paper.modes)})")
-    sweep.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds (default 0)")
-    sweep.add_argument("--out", type=Path, default=Path("ahasd-sweep"), help="results directory")
-    sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="processes")
-    sweep.add_argument("--json", action="store_true", help="print the results as a JSON array")
+    sweep.add_argument(
+        "--policies",
+        nargs="+",
+        action=UniqueList,
+        help=f"policies (default: the paper's {len(paper.policies)}: {', '.join(paper.policies)})",
+    )
+    sweep.add_argument(
+        "--modes",
+        nargs="+",
+        action=UniqueList,
+        help=f"modes (default: all {len(paper.modes)})",
+    )
+    sweep.add_argument(
+        "--seeds",
+        nargs="+",
+        type=integer(0, SEED_MAX),
+        action=UniqueList,
+        help="seeds (default: 0)",
+    )
+    sweep.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_RESULTS,
+        help=f"results folder (default: {DEFAULT_RESULTS})",
+    )
+    add_backend_options(sweep)
+    sweep.add_argument(
+        "--json", action="store_true", help="print the results as a JSON array (docs/json.md)"
+    )
     add_system_options(sweep, many_traces=True)
     sweep.set_defaults(func=_sweep)
 
@@ -280,11 +465,55 @@ def register(subparsers) -> None:
         description="Read DIR/results.jsonl (or a results file) and write tables and PNGs.",
     )
     rep.add_argument(
-        "--results", type=Path, default=Path("ahasd-sweep"), help="results directory or file"
+        "--results",
+        type=Path,
+        default=DEFAULT_RESULTS,
+        help=f"results folder or file (default: {DEFAULT_RESULTS})",
     )
-    rep.add_argument("--out", type=Path, help="output directory (default: next to the results)")
-    rep.add_argument("--json", action="store_true", help="print the tables as JSON")
+    rep.add_argument(
+        "--out",
+        type=Path,
+        help="output folder (default: the folder of the results file)",
+    )
+    rep.add_argument("--json", action="store_true", help="print the tables as JSON (docs/json.md)")
     rep.set_defaults(func=_report)
+
+
+def add_backend_options(parser: argparse.ArgumentParser) -> None:
+    """``--jobs``, ``--backend`` and ``--address``: where the runs of a sweep execute."""
+    parser.add_argument(
+        "--jobs",
+        type=integer(1, JOBS_MAX),
+        default=DEFAULT_JOBS,
+        help=f"worker processes (local backend) or CPUs of a local Ray instance, 1..{JOBS_MAX} "
+        f"(default: {DEFAULT_JOBS})",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help="local: a process pool; ray: Ray tasks (pip install 'ahasd[ray]') (default: local)",
+    )
+    parser.add_argument(
+        "--address",
+        help="with --backend ray: a Ray cluster's address (default: a local instance)",
+    )
+
+
+def parse_assignments(items: list[str], option: str) -> tuple:
+    """``PATH=VALUE`` items of ``option`` as ``((path, value), ...)``; VALUE is JSON (a
+    number for a spec override, an integer or string for a controller parameter)."""
+    parsed = []
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"{option} {item!r}: expected PATH=VALUE")
+        try:
+            value = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            value = text
+        parsed.append((key, value))
+    return tuple(parsed)
 
 
 def parse_policy_params(items: list[str]) -> tuple:
@@ -299,26 +528,51 @@ def parse_policy_params(items: list[str]) -> tuple:
             value = json.loads(text)
         except json.JSONDecodeError:
             value = text
+        except RecursionError:
+            raise UserError(
+                f"--policy-param {key}: the value nests too deeply (a parameter is a number, "
+                "a string, a boolean or a flat list)"
+            ) from None
         if isinstance(value, list):
             value = tuple(value)
         params.append((key, value))
     return tuple(params)
 
 
+def check_lengths(tokens: int, prompt_tokens: int) -> None:
+    """UserError unless the KV length a run reaches, ``prompt_tokens + tokens``, fits the
+    controller's length fields. Checked for every mode alike (the synchronous ones do not use
+    the controller) so that a setting is accepted or refused whichever mode runs it."""
+    total = prompt_tokens + tokens
+    if total > KV_LENGTH_MAX:
+        raise UserError(
+            f"--prompt-tokens {prompt_tokens} + --tokens {tokens} = {total} is more than "
+            f"{KV_LENGTH_MAX}, the longest KV cache the controller's "
+            f"{TVCParams().length_bits}-bit length fields hold (in every mode)"
+        )
+
+
 def _base_settings(args, **extra) -> dict:
-    return {
+    check_lengths(args.tokens, args.prompt_tokens)
+    settings = {
         "tokens": args.tokens,
         "prompt_tokens": args.prompt_tokens,
         "trace": args.trace if isinstance(args.trace, str | None) else None,
         "fallback": args.fallback,
         **{name: getattr(args, name) for name in DEVICE_SETTINGS},
+        "memory_sharing": args.memory_sharing,
         "draft_queue_tokens": args.draft_queue_tokens,
         "specpim_planned_draft": args.specpim_planned_draft,
         "tvc_ratio_bits": args.tvc_ratio_bits,
         "tvc_cycle_bits": args.tvc_cycle_bits,
+        "nonlinear_without_aau": args.nonlinear_without_aau,
+        "spec_overrides": parse_assignments(args.spec_override, "--spec-override"),
+        "controller_params": parse_assignments(args.controller_param, "--controller-param"),
         "spec_dirs": tuple(str(Path(d).resolve()) for d in args.spec_dir),
-        **extra,
     }
+    if getattr(args, "platform", None):
+        settings["platform"] = args.platform
+    return {**settings, **extra}
 
 
 def run_settings(args: argparse.Namespace, **extra: object) -> RunSettings:
@@ -350,13 +604,21 @@ def check_names(library, modes, pairs, policies) -> None:
 
 
 def check_devices(library, settings: RunSettings) -> None:
-    """UserError on a device of ``settings`` that is unknown or of the wrong kind, or an
-    unknown model override."""
-    for name, kind in DEVICE_SETTINGS.items():
-        library.device(getattr(settings, name), kind)
+    """UserError on an unknown platform, a device of ``settings`` that is unknown or of the
+    wrong kind, a bad spec override or controller parameter, or an unknown model override."""
+    resolve(settings, library)
+    controller_params(settings)
     for name in (settings.draft_model, settings.target_model):
         if name is not None:
             library.model(name)
+
+
+def _wrote(outputs: dict[Path, bool], folder: Path) -> str:
+    """``wrote DIR/a, b (unchanged: c)``: what a commit did, for the last line of output."""
+    written = [p.name for p, changed in outputs.items() if changed]
+    kept = [p.name for p, changed in outputs.items() if not changed]
+    text = f"wrote {folder}/{', '.join(written)}" if written else f"nothing new in {folder}"
+    return text + (f" (unchanged: {', '.join(kept)})" if kept else "")
 
 
 def _simulate(args) -> int:
@@ -369,21 +631,28 @@ def _simulate(args) -> int:
     library = load_library(settings.spec_dirs)
     check_names(library, [settings.mode], [settings.pair], [settings.policy])
     check_devices(library, settings)
+    if args.out is not None:
+        check_folder(args.out, option="--out", files=SIMULATE_FILES)
     result = simulate(settings, library=library)
-    summary = result.summary
+    summary = {"schema": RUN_SCHEMA, **result.summary}
+    written = {}
     if args.out is not None:
         out = args.out
-        report.write_json(out / "summary.json", summary)
-        report.write_csv(out / "summary.csv", [summary])
-        report.write_csv(
+        outputs = OutputSet(option="--out")
+        outputs.add(out / "summary.json", report.json_text(summary))
+        outputs.add(out / "summary.csv", report.csv_text([result.summary]))
+        outputs.add(
             out / "queue.csv",
-            [
-                {"time_s": t, "queued_tokens": n, "queued_batches": b, "unverified_tokens": u}
-                for t, n, b, u in result.metrics.queue_samples
-            ],
+            report.csv_text(
+                [
+                    {"time_s": t, "queued_tokens": n, "queued_batches": b, "unverified_tokens": u}
+                    for t, n, b, u in result.metrics.queue_samples
+                ]
+            ),
         )
-        report.write_json(out / "chrome_trace.json", result.metrics.chrome_trace())
-        report.plot_run(summary, result.metrics, out / "run.png")
+        outputs.add(out / "chrome_trace.json", report.json_text(result.metrics.chrome_trace()))
+        outputs.add(out / "run.png", report.png_bytes(report.run_figure(summary, result.metrics)))
+        written = outputs.commit()
     if args.json:
         print(json.dumps(summary))
         return 0
@@ -394,8 +663,8 @@ def _simulate(args) -> int:
         print(f"{device:>4}: busy {busy:9.3f} s, idle {idle:9.3f} s")
     for note in summary["notes"]:
         print(f"note: {note}")
-    if args.out is not None:
-        print(f"wrote {args.out}/summary.json, summary.csv, queue.csv, chrome_trace.json, run.png")
+    if written:
+        print(_wrote(written, args.out))
     return 0
 
 
@@ -403,25 +672,41 @@ def _simulate(args) -> int:
 
 
 def _wants_phone(args) -> bool:
-    """True with --platform; a phone-only option without it is a UserError."""
-    if args.platform is not None:
-        return True
+    """True with --platform naming a phone SoC; a phone-only option without one is a
+    UserError."""
+    spec_dirs = [str(Path(d).resolve()) for d in args.spec_dir]
+    if args.platform is not None and args.platform not in load_library(spec_dirs).platforms:
+        if args.platform in known_platforms(spec_dirs):
+            return True
+        load_library(spec_dirs).platform(args.platform)  # unknown: the error lists both kinds
     if args.no_arbiter:
-        raise UserError("--no-arbiter needs --platform")
+        raise UserError("--no-arbiter needs --platform with a phone SoC")
     for name in _PHONE_OPTIONS:
         if getattr(args, name) is not None:
-            raise UserError(f"--{name.replace('_', '-')} needs --platform")
+            raise UserError(f"--{name.replace('_', '-')} needs --platform with a phone SoC")
     return False
 
 
 def _simulate_phone(args) -> int:
-    """``ahasd simulate --platform P``: run, print a table or JSON, write figures with --out."""
+    """``ahasd simulate --platform P``: run, print a table or JSON, write figures with --out.
+
+    One mode prints (and writes as ``summary.json``) one object; ``--mode all`` a JSON array
+    of one object per mode, the shape ``sweep --json`` has for many runs.
+    """
     for name in _NOT_WITH_PLATFORM:
-        if getattr(args, name) != field_default(RunSettings, name):
+        if getattr(args, name) is not None and getattr(args, name) != field_default(
+            RunSettings, name
+        ):
             raise UserError(
                 f"--{name.replace('_', '-')} does not apply with --platform (the platform file "
                 "names its devices; traces are the pair's synthetic preset per task)"
             )
+    for name in ("spec_override", "controller_param"):
+        if getattr(args, name):
+            raise UserError(
+                f"--{name.replace('_', '-')} applies to the NPU+PIM modes, not to a phone SoC"
+            )
+    check_lengths(args.tokens, args.prompt_tokens)
     modes = list(PHONE_MODES) if args.mode == "all" else [args.mode or None]
     given = {
         "pair": args.pair,
@@ -445,37 +730,56 @@ def _simulate_phone(args) -> int:
         "policy_params": parse_policy_params(args.policy_param),
         "spec_dirs": tuple(str(Path(d).resolve()) for d in args.spec_dir),
     }
-    # Validate every mode's settings, and the platform, before anything runs.
+    # Validate every mode's settings, the platform and --out before anything runs.
     settings = [
         PhoneSettings(**common) if mode is None else PhoneSettings(mode=mode, **common)
         for mode in modes
     ]
     find_platform(args.platform, common["spec_dirs"])
-    results = [simulate_phone(s) for s in settings]
+    if args.out is not None:
+        check_folder(args.out, option="--out", files=PHONE_FILES)
+    results = []
+    for number, one in enumerate(settings):
+        label = f"{args.platform} {one.mode}" + (
+            f" ({number + 1}/{len(settings)})" if len(settings) > 1 else ""
+        )
+        bar = Progress(label, one.duration_s, "simulated s")
+        results.append(simulate_phone(one, progress=bar.update))
+        bar.close()
+    rows = []
     for result in results:
-        result.summary["final_gpu_clock_mhz"] = result.summary["final_gpu_clock_hz"] / 1e6
+        summary = result.summary
+        summary["final_gpu_clock_mhz"] = summary["final_gpu_clock_hz"] / 1e6
+        rows.append({"schema": PHONE_SCHEMA, **summary})
+    document = rows if args.mode == "all" else rows[0]
+    written = {}
     if args.out is not None:
         out = args.out
-        rows = [r.summary for r in results]
-        report.write_json(out / "summary.json", rows if len(rows) > 1 else rows[0])
-        flat = [{k: v for k, v in r.items() if not isinstance(v, list | dict)} for r in rows]
-        report.write_csv(out / "summary.csv", flat)
-        report.write_csv(
+        outputs = OutputSet(option="--out")
+        outputs.add(out / "summary.json", report.json_text(document))
+        flat = [
+            {k: v for k, v in r.summary.items() if not isinstance(v, list | dict)} for r in results
+        ]
+        outputs.add(out / "summary.csv", report.csv_text(flat))
+        outputs.add(
             out / "thermal.csv",
-            [{"mode": r.summary["mode"], **sample} for r in results for sample in r.samples],
+            report.csv_text(
+                [{"mode": r.summary["mode"], **sample} for r in results for sample in r.samples]
+            ),
         )
-        plot_phone(results, out / "phone.png", title=f"{args.platform}: sustained generation")
+        figure = phone_figure(results, title=f"{args.platform}: sustained generation")
+        outputs.add(out / "phone.png", report.png_bytes(figure))
+        written = outputs.commit()
     if args.json:
-        rows = [r.summary for r in results]
-        print(json.dumps(rows if args.mode == "all" else rows[0]))
+        print(json.dumps(document))
         return 0
-    first = results[-1].summary  # the last mode drafts, so it names the policy
+    first = rows[-1]  # the last mode drafts, so it names the policy
     print(
         f"{args.platform}: {first['pair']}, policy {first['policy']}, task {first['task']}, "
         f"{first['duration_s']:g} s, DRAM {first['dram_pj_per_bit']:g} pJ/bit, skin limit "
         f"{first['skin_limit_c']:g} C"
     )
-    print(report.format_table([r.summary for r in results], _PHONE_TABLE))
+    print(report.format_table(rows, _PHONE_TABLE))
     for result in results:
         for event in result.throttle_log[:3]:
             print(
@@ -487,158 +791,198 @@ def _simulate_phone(args) -> int:
             print(
                 f"{result.summary['mode']}: ... {len(result.throttle_log) - 3} more clock changes"
             )
-    for note in dict.fromkeys(n for r in results for n in r.summary["notes"]):
+    for note in dict.fromkeys(n for r in rows for n in r["notes"]):
         print(f"note: {note}")
-    if args.out is not None:
-        print(f"wrote {args.out}/summary.json, summary.csv, thermal.csv, phone.png")
+    if written:
+        print(_wrote(written, args.out))
     return 0
 
 
 # -- sweep and report -------------------------------------------------------------------------
 
 
-def _settings_key(settings: RunSettings) -> str:
-    return json.dumps(dataclasses.asdict(settings), sort_keys=True)
+# The sweep options that set an axis, by axis.
+_AXIS_OPTIONS = {
+    "pair": "--pairs",
+    "policy": "--policies",
+    "mode": "--modes",
+    "seed": "--seeds",
+    "trace": "--trace",
+    "platform": "--platforms",
+}
 
 
-def _load_results(path: Path) -> tuple[list[dict], int]:
-    """Complete result lines of ``path`` and the byte length they occupy.
-
-    A final line without its newline (the sweep was killed mid-write) is ignored; the
-    caller truncates it away before appending.
-    """
-    if not path.exists():
-        return [], 0
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    rows = []
-    for number, line in enumerate(data[:end].splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise UserError(f"{path}: line {number} is not JSON; move the file away") from None
-    return rows, end
-
-
-def _run_one(settings: RunSettings) -> dict:
-    summary = simulate(settings).summary
-    return {"key": _settings_key(settings), **summary}
-
-
-def _progress(done: int, total: int, started: float, label: str) -> None:
-    width = 30
-    filled = width * done // max(total, 1)
-    bar = "#" * filled + "." * (width - filled)
-    elapsed = time.perf_counter() - started
-    sys.stderr.write(f"\rsweep [{bar}] {done}/{total} {elapsed:6.1f} s {label[:40]:<40}")
-    sys.stderr.flush()
-
-
-def _sweep(args) -> int:
-    paper = PAPER_GRID
-    pairs = args.pairs or list(paper.pairs)
-    policies = args.policies or list(paper.policies)
-    modes = args.modes or list(paper.modes)
-    if args.grid is not None:
+def _grid_points(args) -> list[RunSettings]:
+    """The settings of every run of ``ahasd sweep``: the grid file's axes (outermost, in file
+    order), then seeds, traces, platforms, pairs, policies and modes from the options (or the
+    paper grid's), each only where the grid file does not name it."""
+    base = _base_settings(args, trace=None)
+    base.pop("platform", None)
+    given = {
+        "pair": args.pairs,
+        "policy": args.policies,
+        "mode": args.modes,
+        "seed": args.seeds,
+        "trace": args.trace,
+        "platform": args.platforms,
+    }
+    file_axes: tuple = ()
+    grid = PAPER_GRID
+    if args.grid is not None and args.grid in GRIDS:
         if args.pairs or args.policies or args.modes:
             raise UserError(
                 f"--grid {args.grid} fixes pairs, policies and modes; drop --pairs etc."
             )
         grid = GRIDS[args.grid]
-        pairs, policies, modes = list(grid.pairs), list(grid.policies), list(grid.modes)
-    if args.jobs < 1:
-        raise UserError(f"--jobs must be at least 1, not {args.jobs}")
-    traces = [None] if not args.trace else list(args.trace)
-    if "builtin" in traces:
-        traces = [t for t in traces if t != "builtin"] + builtin_trace_names()
-    base = _base_settings(args, trace=None)
-    library = load_library(base["spec_dirs"])
-    check_names(library, modes, pairs, policies)
-    grid = [
-        RunSettings(**{**base, "trace": trace}, mode=mode, pair=pair, policy=policy, seed=seed)
-        for seed in args.seeds
-        for trace in traces
-        for pair in pairs
-        for policy in policies
-        for mode in modes
-    ]
-    check_devices(library, grid[0])
-    for trace in traces:  # fail on a bad or short trace before running anything
-        for pair in pairs:
-            resolve_trace(trace, library.pair(pair).preset, args.tokens, args.seeds[0])
-    results_path = args.out / RESULTS_FILE
-    existing, valid_bytes = _load_results(results_path)
-    done_keys = {row.get("key") for row in existing}
-    pending = [s for s in grid if _settings_key(s) not in done_keys]
-    args.out.mkdir(parents=True, exist_ok=True)
-    new_rows = []
-    started = time.perf_counter()
-    with results_path.open("ab") as handle:
-        handle.truncate(valid_bytes)  # drop a half-written last line
+    elif args.grid is not None:
+        grid_file = load_grid(Path(args.grid))
+        for key in grid_file.axis_names():
+            if given.get(key):
+                option = _AXIS_OPTIONS[key]
+                raise UserError(f"{option} and the grid file {args.grid} both set {key}")
+            if key in base and key not in ("spec_overrides", "controller_params"):
+                base.pop(key)
+        file_axes = grid_file.axes
+    defaults = {
+        "seed": [0],
+        "trace": ["none"],
+        "platform": [DEFAULT_PLATFORM],
+        "pair": list(grid.pairs),
+        "policy": list(grid.policies),
+        "mode": list(grid.modes),
+    }
+    named = {key for key, _ in file_axes}
+    option_axes = tuple(
+        (key, tuple(given[key] or defaults[key]))
+        for key in ("seed", "trace", "platform", "pair", "policy", "mode")
+        if key not in named
+    )
+    return expand(file_axes + option_axes, base)
 
-        def append(row: dict) -> None:
-            handle.write((json.dumps(row) + "\n").encode())
-            handle.flush()
-            os.fsync(handle.fileno())
-            new_rows.append(row)
-            _progress(
-                len(new_rows), len(pending), started, f"{row['mode']} {row['pair']} {row['policy']}"
-            )
 
-        if pending:
-            _progress(0, len(pending), started, "")
-        if args.jobs == 1 or len(pending) <= 1:
-            for settings in pending:
-                append(_run_one(settings))
-        else:
-            with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                futures = [pool.submit(_run_one, s) for s in pending]
-                for future in concurrent.futures.as_completed(futures):
-                    append(future.result())
-    if pending:
-        sys.stderr.write("\n")
-    wanted = {_settings_key(s) for s in grid}
-    rows = [r for r in existing + new_rows if r.get("key") in wanted]
-    order = {_settings_key(s): i for i, s in enumerate(grid)}
-    rows.sort(key=lambda r: order[r["key"]])
+def _sweep(args) -> int:
+    points = _grid_points(args)
+    if not points:
+        raise UserError("the grid is empty")
+    library = load_library(points[0].spec_dirs)
+    check_names(
+        library,
+        sorted({p.mode for p in points}),
+        sorted({p.pair for p in points}),
+        sorted({p.policy for p in points}),
+    )
+    checked = set()
+    for point in points:  # fail on a bad setting or a bad or short trace before running
+        check_lengths(point.tokens, point.prompt_tokens)
+        if (point.trace, point.pair, point.tokens) not in checked:
+            checked.add((point.trace, point.pair, point.tokens))
+            resolve_trace(point.trace, library.pair(point.pair).preset, point.tokens, point.seed)
+        check_devices(library, point)
+    # Before anything runs: a TVC width a configuration would saturate writes nothing.
+    check_tvc_widths_for_runs([resolve(point, library)[0] for point in points], library)
+    check_folder(args.out, option="--out")
+    rows, simulated = run_sweep(
+        points,
+        args.out,
+        jobs=args.jobs,
+        backend=args.backend,
+        address=args.address,
+        progress=lambda label, total: Progress(label, total, "runs"),
+    )
+    rows, refused = finished_rows(rows)
+    if refused:
+        end_line()
+        print(
+            f"ahasd: note: {len(refused)} runs refused (kept in the results, left out of the "
+            f"tables), e.g. {refused[0]['mode']} {refused[0]['pair']}: {refused[0]['error']}",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(rows))
         return 0
-    skipped = len(grid) - len(pending)
-    print(f"{len(grid)} runs ({len(pending)} new, {skipped} already in {results_path})")
-    print(report.format_table(report.ablation_rows(rows, MODES), report.ABLATION_COLUMNS))
+    results_path = args.out / RESULTS_FILE
+    reused = len(points) - simulated
+    print(f"{len(points)} runs ({simulated} new, {reused} already in {results_path})")
+    ablation = report.ablation_rows(rows, MODES)
+    print(report.format_table(ablation, report.table_columns(ablation, report.ABLATION_COLUMNS)))
     print(f"results: {results_path}  (tables and figures: ahasd report --results {args.out})")
     return 0
 
 
-def _report(args) -> int:
-    path = args.results / RESULTS_FILE if args.results.is_dir() else args.results
-    if not path.exists():
-        raise UserError(f"no results at {path} (run `ahasd sweep --out DIR` first)")
-    rows, _ = _load_results(path)
-    if not rows:
-        raise UserError(f"{path} holds no finished runs")
+# Keys a results row needs for the report's tables and figures, and their kind.
+_REPORT_FIELDS = {
+    "mode": str,
+    "pair": str,
+    "policy": str,
+    "tokens": int,
+    "tokens_per_s": float,
+    "energy_per_token_mj": float,
+    "acceptance_rate": float,
+    "drafted": int,
+}
+
+
+def _check_rows(path: Path, rows: list[dict]) -> None:
+    """UserError naming the run and field of ``rows`` the report cannot use."""
     for number, row in enumerate(rows, 1):
-        missing = [k for k in ("mode", "pair", "policy", "tokens_per_s") if k not in row]
+        missing = [k for k in _REPORT_FIELDS if k not in row]
         if missing:
             raise UserError(f"{path}: run {number} lacks {', '.join(missing)}")
+        for key, kind in _REPORT_FIELDS.items():
+            value = row[key]
+            if kind is str:
+                good = isinstance(value, str)
+            else:
+                numeric = isinstance(value, int | float) and not isinstance(value, bool)
+                good = numeric and (kind is float or isinstance(value, int))
+                good = good and value == value and abs(value) != float("inf") and value >= 0
+            if not good:
+                expected = "a string" if kind is str else f"a finite {kind.__name__} >= 0"
+                raise UserError(
+                    f"{path}: run {number}, field '{key}': must be {expected}, not {value!r}"
+                )
+        if row["tokens"] < 1 or row["tokens_per_s"] <= 0 or row["energy_per_token_mj"] <= 0:
+            raise UserError(
+                f"{path}: run {number}: tokens, tokens_per_s and energy_per_token_mj must be > 0"
+            )
+
+
+def _report(args) -> int:
+    path = args.results / RESULTS_FILE if args.results.is_dir() else args.results
+    if not path.is_file():
+        raise UserError(f"no results at {path} (run `ahasd sweep --out DIR` first)")
+    rows, _ = read_results(path)
+    rows = finished_rows(rows)[0]
+    if not rows:
+        raise UserError(f"{path} holds no finished runs")
+    # A request rerun after a spec or trace change appends a new row: the last one counts.
+    rows = list({row.get("key", number): row for number, row in enumerate(rows)}.values())
+    _check_rows(path, rows)
     out = args.out or path.parent
+    check_folder(out, option="--out", files=REPORT_FILES)
     ablation = report.ablation_rows(rows, MODES)
     comparison = report.comparison_rows(rows, MODES)
-    report.write_csv(out / "ablation.csv", ablation)
-    report.write_csv(out / "comparison.csv", comparison)
-    report.plot_ablation(rows, MODES, out / "ablation.png")
-    report.plot_comparison(rows, MODES, out / "comparison.png")
+    outputs = OutputSet(option="--out")
+    outputs.add(out / "ablation.csv", report.csv_text(ablation))
+    outputs.add(out / "comparison.csv", report.csv_text(comparison))
+    outputs.add(out / "ablation.png", report.png_bytes(report.ablation_figure(rows, MODES)))
+    outputs.add(out / "comparison.png", report.png_bytes(report.comparison_figure(rows, MODES)))
+    written = outputs.commit()
     if args.json:
-        print(json.dumps({"ablation": ablation, "comparison": comparison}))
+        document = {
+            "schema": REPORT_SCHEMA,
+            "ablation": [{"schema": ABLATION_SCHEMA, **row} for row in ablation],
+            "comparison": [{"schema": COMPARISON_SCHEMA, **row} for row in comparison],
+        }
+        print(json.dumps(document))
         return 0
     print("Ablation (mean over pairs, policies and seeds; ratios are geometric means)")
-    print(report.format_table(ablation, report.ABLATION_COLUMNS))
+    print(report.format_table(ablation, report.table_columns(ablation, report.ABLATION_COLUMNS)))
     print()
     print("Comparison per pair")
-    print(report.format_table(comparison, report.COMPARISON_COLUMNS))
+    print(
+        report.format_table(comparison, report.table_columns(comparison, report.COMPARISON_COLUMNS))
+    )
     print()
-    print(f"wrote {out}/ablation.csv, comparison.csv, ablation.png, comparison.png")
+    print(_wrote(written, out))
     return 0

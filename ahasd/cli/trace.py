@@ -10,7 +10,11 @@ Subcommands::
     ahasd trace record ngram --builtins DIR
     ahasd trace record hf --draft PATH --target PATH (--prompt TEXT | --prompt-ids 1,2,3) --out FILE
 
-Every user mistake (bad file, bad option value) exits with status 2 and a one-line message.
+Every user mistake (bad file, bad option value, an output path that cannot be written)
+exits with status 2 and a one-line message, before any work starts where it can be known
+then. Traces are written through :mod:`ahasd.output` (an unchanged file keeps its mtime;
+``record ngram --builtins`` writes its four traces as one output set); recording shows
+progress on stderr.
 """
 
 from __future__ import annotations
@@ -21,21 +25,27 @@ from pathlib import Path
 
 import numpy as np
 
+from ahasd.cli.args import BINS_MAX, RECORD_LENGTH_MAX, SEED_MAX, integer, real
+from ahasd.cli.progress import Progress
 from ahasd.errors import UserError
+from ahasd.output import OutputSet, check_file, check_folder
 from ahasd.sim import synth
-from ahasd.sim.traces import Trace, builtin_trace_paths, load_builtin, load_trace, save_trace
+from ahasd.sim.traces import (
+    MAX_RECORDS,
+    Trace,
+    builtin_trace_paths,
+    encode_trace,
+    load_builtin,
+    load_trace,
+    save_trace,
+)
 
 __all__ = ["register", "summarise"]
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, not {value}")
-    return value
+# Sampling temperatures: a recorder's distributions are raised to 1/T; below 0.01 that is
+# greedy decoding in all but name.
+TEMPERATURE_MIN = 0.01
+TEMPERATURE_MAX = 100.0
 
 
 def _real(text: str) -> float:
@@ -45,6 +55,17 @@ def _real(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, not {text!r}")
+    return value
+
+
+def _hf_temperature(text: str) -> float:
+    """0 (greedy) or a temperature in TEMPERATURE_MIN..TEMPERATURE_MAX."""
+    value = _real(text)
+    if value != 0.0 and not TEMPERATURE_MIN <= value <= TEMPERATURE_MAX:
+        raise argparse.ArgumentTypeError(
+            f"must be 0 (greedy) or a number in {TEMPERATURE_MIN:g}..{TEMPERATURE_MAX:g}, "
+            f"not {text!r}"
+        )
     return value
 
 
@@ -63,12 +84,21 @@ def register(subparsers) -> None:
     source.add_argument(
         "--iid", type=_real, metavar="ACCEPTANCE", help="i.i.d. trace with this acceptance"
     )
-    gen.add_argument("--length", type=_positive_int, default=1024, help="positions (1024)")
-    gen.add_argument("--seed", type=int, default=0, help="RNG seed (0)")
+    gen.add_argument(
+        "--length",
+        type=integer(1, MAX_RECORDS),
+        default=1024,
+        help=f"positions, 1..{MAX_RECORDS} (default: 1024)",
+    )
+    gen.add_argument(
+        "--seed", type=integer(0, SEED_MAX), default=0, help=f"RNG seed, 0..{SEED_MAX} (default: 0)"
+    )
     gen.add_argument(
         "--task", help=f"task type for presets that cite one ({', '.join(synth.TASKS)})"
     )
-    gen.add_argument("--acceptance", type=_real, help="override the preset's acceptance target")
+    gen.add_argument(
+        "--acceptance", type=_real, help="override the preset's acceptance target, in (0, 1)"
+    )
     gen.add_argument(
         "--realise", action="store_true", help="also draw realised accept flags from beta"
     )
@@ -77,7 +107,12 @@ def register(subparsers) -> None:
 
     info = commands.add_parser("info", help="summarise a trace: length, acceptance, entropy")
     info.add_argument("trace", help="trace file, or the name of a built-in trace")
-    info.add_argument("--bins", type=_positive_int, default=8, help="entropy histogram bins (8)")
+    info.add_argument(
+        "--bins",
+        type=integer(1, BINS_MAX),
+        default=8,
+        help=f"entropy histogram bins, 1..{BINS_MAX} (default: 8)",
+    )
     info.set_defaults(func=_info)
 
     listing = commands.add_parser("list", help="list presets and built-in traces")
@@ -88,12 +123,31 @@ def register(subparsers) -> None:
     ngram = recorders.add_parser(
         "ngram", help="character n-gram pair trained on the Python stdlib (offline, seconds)"
     )
-    ngram.add_argument("--builtins", type=Path, metavar="DIR", help="rebuild the shipped traces")
+    ngram.add_argument(
+        "--builtins", type=Path, metavar="DIR", help="rebuild the shipped traces into DIR"
+    )
     ngram.add_argument("--out", type=Path, help="output trace file")
-    ngram.add_argument("--prompt-index", type=int, default=3, help="held-out file number (3)")
-    ngram.add_argument("--temperature", type=_real, default=1.0, help="temperature (1.0)")
-    ngram.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
-    ngram.add_argument("--length", type=_positive_int, default=1200, help="positions (1200)")
+    ngram.add_argument(
+        "--prompt-index", type=int, default=3, help="held-out file number (default: 3)"
+    )
+    ngram.add_argument(
+        "--temperature",
+        type=real(TEMPERATURE_MIN, TEMPERATURE_MAX),
+        default=1.0,
+        help=f"temperature, {TEMPERATURE_MIN:g}..{TEMPERATURE_MAX:g} (default: 1.0)",
+    )
+    ngram.add_argument(
+        "--seed",
+        type=integer(0, SEED_MAX),
+        default=0,
+        help=f"sampling seed, 0..{SEED_MAX} (default: 0)",
+    )
+    ngram.add_argument(
+        "--length",
+        type=integer(1, RECORD_LENGTH_MAX),
+        default=1200,
+        help=f"positions, 1..{RECORD_LENGTH_MAX} (default: 1200)",
+    )
     ngram.set_defaults(func=_record_ngram)
     hf = recorders.add_parser("hf", help="Hugging Face transformers pair from local folders")
     hf.add_argument("--draft", required=True, help="draft model folder")
@@ -102,16 +156,38 @@ def register(subparsers) -> None:
     prompt.add_argument("--prompt", help="prompt text (needs a tokenizer)")
     prompt.add_argument("--prompt-ids", help="prompt token ids, comma-separated")
     hf.add_argument("--tokenizer", help="tokenizer folder (default: the draft's)")
-    hf.add_argument("--length", type=_positive_int, default=256, help="positions (256)")
-    hf.add_argument("--temperature", type=_real, default=1.0, help="temperature (1.0)")
-    hf.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
+    hf.add_argument(
+        "--length",
+        type=integer(1, RECORD_LENGTH_MAX),
+        default=256,
+        help=f"positions, 1..{RECORD_LENGTH_MAX} (default: 256)",
+    )
+    hf.add_argument(
+        "--temperature",
+        type=_hf_temperature,
+        default=1.0,
+        help=f"temperature, 0 (greedy) or {TEMPERATURE_MIN:g}..{TEMPERATURE_MAX:g} (default: 1.0)",
+    )
+    hf.add_argument(
+        "--seed",
+        type=integer(0, SEED_MAX),
+        default=0,
+        help=f"sampling seed, 0..{SEED_MAX} (default: 0)",
+    )
     hf.add_argument("--pair", help="pair name for the header")
     hf.add_argument("--prompt-id", help="prompt id for the header")
     hf.add_argument("--out", type=Path, required=True, help="output trace file")
     hf.set_defaults(func=_record_hf)
 
 
+def _saved(path: Path, trace: Trace) -> str:
+    changed = save_trace(trace, path)
+    state = "wrote" if changed else "unchanged (same bytes)"
+    return f"{state} {path}: {len(trace)} positions, acceptance {trace.acceptance_rate():.4f}"
+
+
 def _gen(args) -> int:
+    check_file(args.out, option="--out")
     if args.iid is not None:
         if args.task or args.acceptance is not None:
             raise UserError("--task and --acceptance apply to --preset, not --iid")
@@ -125,8 +201,7 @@ def _gen(args) -> int:
             task=args.task,
             realise=args.realise,
         )
-    save_trace(trace, args.out)
-    print(f"wrote {args.out}: {len(trace)} positions, acceptance {trace.acceptance_rate():.4f}")
+    print(_saved(args.out, trace))
     return 0
 
 
@@ -209,10 +284,24 @@ def _record_ngram(args) -> int:
     if (args.builtins is None) == (args.out is None):
         raise UserError("give exactly one of --out FILE and --builtins DIR")
     if args.builtins is not None:
-        for path in ngram.record_builtins(args.builtins):
-            print(f"wrote {path}: acceptance {load_trace(path).acceptance_rate():.4f}")
+        names = [f"{stem}.jsonl" for stem, *_ in ngram.BUILTIN_RECORDINGS]
+        check_folder(args.builtins, option="--builtins", files=names)
+        total = len(ngram.BUILTIN_RECORDINGS) * ngram.BUILTIN_LENGTH
+        bar = Progress("record ngram (built-in traces)", total, "positions")
+        traces = ngram.record_builtins(progress=bar.update)
+        bar.close()
+        outputs = OutputSet(option="--builtins")
+        for name, trace in traces.items():
+            outputs.add(args.builtins / name, encode_trace(trace))
+        for path, changed in outputs.commit().items():
+            trace = traces[path.name]
+            state = "wrote" if changed else "unchanged (same bytes)"
+            print(f"{state} {path}: acceptance {trace.acceptance_rate():.4f}")
         return 0
+    check_file(args.out, option="--out")
     corpus, draft, target = ngram.default_pair()
+    ngram.check_prompt_index(corpus, args.prompt_index)
+    bar = Progress("record ngram", args.length, "positions")
     trace = ngram.record(
         draft,
         target,
@@ -221,9 +310,10 @@ def _record_ngram(args) -> int:
         length=args.length,
         temperature=args.temperature,
         seed=args.seed,
+        progress=bar.update,
     )
-    save_trace(trace, args.out)
-    print(f"wrote {args.out}: {len(trace)} positions, acceptance {trace.acceptance_rate():.4f}")
+    bar.close()
+    print(_saved(args.out, trace))
     return 0
 
 
@@ -237,6 +327,7 @@ def _parse_ids(text: str) -> list[int]:
 def _record_hf(args) -> int:
     from ahasd.sim.hf_record import record_hf
 
+    check_file(args.out, option="--out")
     trace = record_hf(
         args.draft,
         args.target,
@@ -249,6 +340,5 @@ def _record_hf(args) -> int:
         pair=args.pair,
         prompt_id=args.prompt_id,
     )
-    save_trace(trace, args.out)
-    print(f"wrote {args.out}: {len(trace)} positions, acceptance {trace.acceptance_rate():.4f}")
+    print(_saved(args.out, trace))
     return 0

@@ -12,7 +12,11 @@ Where each concern lives (each module has a public interface and an ``__all__``)
 - :mod:`~ahasd.sim.modes.state`: the run state both engines share, the acceptance draws.
 - :mod:`~ahasd.sim.modes.sync`: the synchronous engine, ``SyncRun``; its hook methods are
   the seam other synchronous simulators subclass (:mod:`ahasd.sim.phone`).
-- :mod:`~ahasd.sim.modes.ladder`: the asynchronous ladder engine, ``AsyncRun``.
+- :mod:`~ahasd.sim.modes.ladder`: the asynchronous ladder engine, ``AsyncRun``;
+  :mod:`~ahasd.sim.modes.contention`: what slows the NPU's verification down (PIM compute
+  on shared ranks, nonlinear requests of a PIM without AAU).
+- :mod:`~ahasd.sim.modes.tvc_widths`: the widths the TVC needs on a run's hardware
+  (refused before the run when they would saturate) and the in-run guard.
 - :mod:`~ahasd.sim.modes.run`: ``simulate`` and its outcome ``RunResult``.
 
 Traces are resolved in :mod:`ahasd.sim.trace_sources`; the command line is
@@ -63,6 +67,7 @@ from ahasd.sim.modes.table import (
     Mode,
     find_mode,
 )
+from ahasd.sim.modes.tvc_widths import check_tvc_widths, check_tvc_widths_for_runs
 
 __all__ = [
     "ABLATION_BASE",
@@ -79,6 +84,8 @@ __all__ = [
     "RunState",
     "SyncRun",
     "build_hardware",
+    "check_tvc_widths",
+    "check_tvc_widths_for_runs",
     "draw_outcomes",
     "find_mode",
     "simulate",

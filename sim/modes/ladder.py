@@ -8,20 +8,24 @@ on the ladder's features:
 
 - none (``pim-async``): look-ahead bounded only by the queue (``draft_queue_tokens``, 64)
   and the number of outstanding batches (7 = the EDC's LLR maximum); the draft model's
-  nonlinear operators and reductions go over the off-chip bus to the host CPU;
-- ``aau`` (``pim-async-aau``): nonlinear operators stay in the PIM (a cost-model matter:
-  :mod:`ahasd.sim.modes.hardware`);
+  nonlinear operators and reductions go over the off-chip bus to the NPU's vector unit
+  (``nonlinear_without_aau="npu"``, paper 4.1), where they contend with the verification
+  (:mod:`~ahasd.sim.modes.contention`), or to the host CPU (``"host"``);
+- ``aau`` (``pim-async-aau``): nonlinear operators stay in the PIM;
 - ``edc`` (``pim-async-aau-edc``): after each drafted batch the EDC answers continue or
   suppress; suppress = the PIM waits for the next verification feedback;
 - ``tvc`` (``ahasd``): when the EDC suppresses, TVC's ``ASK(P)`` (P = queued drafts not yet
   pre-verified) decides whether the PIM inserts a *pre-verification*: the target model runs
   on the PIM's TLM ranks (GTSU role switch, ``t_off + t_on`` cycles) over the oldest ``n``
-  queued drafts. What it buys: if one of them is rejected, every draft after it is squashed
-  at once and drafting restarts right after it (on the target's correction token) instead
-  of after the NPU gets there. The NPU still verifies every token (its KV cache is not taken
-  from the PIM), so accepted pre-verified tokens save nothing. Cost: the target's pass on
-  the PIM covers the tokens of the NPU's running pass too (their target KV entries do not
-  exist yet), plus the ``n`` pre-verified tokens and the last committed one.
+  queued drafts. What it buys: if one of them is rejected, the PIM rolls back at once (every
+  draft after it is squashed), drafts on from the target's correction token, and the EDC
+  hears of the rollback then (spec 2.1, early rollback); when the NPU later confirms the
+  verdict nothing drafted after the correction is lost. The NPU still verifies every token
+  (its KV cache is not taken from the PIM), so accepted pre-verified tokens save nothing.
+  Cost: the target's pass on the PIM covers the tokens of the NPU's running pass too (their
+  target KV entries do not exist yet), plus the ``n`` pre-verified tokens and the last
+  committed one; with shared memory (``memory_sharing="shared"``) it also stalls the NPU's
+  memory stream from the target's ranks while it runs.
 
 Every EDC, TVC and GTSU decision goes through a :class:`~ahasd.sim.controller.Controller`.
 """
@@ -29,13 +33,14 @@ Every EDC, TVC and GTSU decision goes through a :class:`~ahasd.sim.controller.Co
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ahasd.sim.controller import Controller, Task
+from ahasd.sim.modes.contention import CAUSES, Interference, finish_time, overlap
 from ahasd.sim.modes.state import RunState
 from ahasd.sim.policies import Step
 
-__all__ = ["AsyncRun", "Batch"]
+__all__ = ["AsyncRun", "Batch", "NpuPass"]
 
 
 @dataclass(eq=False)
@@ -52,10 +57,33 @@ class Batch:
     alive: bool = True
     known_reject: int | None = None  # position found rejected by a pre-verification
     preverified_end: int = 0  # positions < this were pre-verified (and accepted)
+    # Taken into an NPU pass with the pre-verification's correction already in place (so the
+    # pass verifies what follows it), rather than with the rejected draft.
+    correction_in_pass: bool = False
+    # A VERIFY(full, S_acc, n_acc) the EDC is owed for this batch, sent as soon as the
+    # batch is the EDC's oldest outstanding one (a pre-verified rejection, spec 2.1).
+    edc_report: tuple[bool, int, int] | None = None
 
     @property
     def end(self) -> int:
         return self.first_pos + self.length
+
+
+@dataclass(eq=False)
+class NpuPass:
+    """A verification pass (or autoregressive step) running on the NPU."""
+
+    batches: list[Batch]
+    l_kv: int
+    start: float
+    nominal: float  # its roofline cost with nothing in the way
+    memory_bound: float  # fraction of ``nominal`` in memory-bound operators
+    longest_nonlinear_s: float  # its longest vector operator (what a PIM request waits for)
+    name: str
+    tokens: int
+    energy_j: float
+    lost: dict = field(default_factory=dict)
+    scheduled_with: int = 0  # interference items known when its end was last computed
 
 
 class AsyncRun(RunState):
@@ -69,9 +97,13 @@ class AsyncRun(RunState):
     efix : draft entropy per position in the EDC's UQ4.12 fixed point.
     max_batches : outstanding batches at most (the EDC's LLR maximum).
     max_batch : tokens per batch at most with the EDC (its length port's maximum).
+    tvc_guard : checks every value sent to the TVC against its widths
+        (:class:`~ahasd.sim.modes.tvc_widths.TVCWidthGuard`), or None.
     """
 
-    def __init__(self, *args, controller: Controller, flags, efix, max_batches, max_batch):
+    def __init__(
+        self, *args, controller: Controller, flags, efix, max_batches, max_batch, tvc_guard=None
+    ):
         super().__init__(*args)
         self.aau, self.edc, self.tvc = flags
         self.ctl = controller
@@ -79,15 +111,22 @@ class AsyncRun(RunState):
         self.max_batches = max_batches
         self.max_batch = max_batch if self.edc else 1 << 30
         self.max_tokens = self.settings.draft_queue_tokens
+        self.shared_memory = getattr(self.settings, "memory_sharing", "shared") == "shared"
+        self.guard = tvc_guard
         self.epoch = 0
         self.outstanding: deque[Batch] = deque()
         self.edc_inflight: deque[Batch] = deque()
         self.pim_state = "idle"  # idle | draft | preverify
         self.pim_waiting = False  # waiting for verification feedback
+        self.idle_since: float | None = 0.0
+        self.idle_reason = "start"
         self.cur: Batch | None = None
         self.cur_kmax = 0
-        self.npu_busy = False
-        self.npu_start = 0.0
+        self.npu_pass: NpuPass | None = None
+        self.pass_history: deque[tuple[float, float]] = deque(maxlen=8)
+        self.interference: list[Interference] = []
+        self.interference_added = 0  # ever, so a pass knows whether its end may have moved
+        self.serving: tuple[float, float, float] | None = None  # the request-making token
         self.feedbacks = 0
         self.clock = self.hardware.pim_clock_hz
 
@@ -111,10 +150,15 @@ class AsyncRun(RunState):
     def end_policy_round(self, batch: Batch, accepted: int) -> None:
         self.policy.end_round(batch.length, accepted, max(self.loop.now - batch.start, 1e-12))
 
+    def squash(self, tokens: int) -> None:
+        """``tokens`` drafts voided by a rollback (a rejected token before them)."""
+        self.metrics.count("squashed", tokens)
+        self.metrics.count("squashed_by_rollback", tokens)
+
     def squash_outstanding(self) -> None:
         for batch in self.outstanding:
             batch.alive = False
-            self.metrics.count("squashed", batch.length)
+            self.squash(batch.length)
             self.end_policy_round(batch, 0)
         self.outstanding.clear()
 
@@ -127,7 +171,31 @@ class AsyncRun(RunState):
     def edc_forget(self) -> None:
         for batch in self.edc_inflight:
             batch.tracked = False
+            batch.edc_report = None
         self.edc_inflight.clear()
+
+    def tell_edc(self, batch: Batch, full: bool, s_acc: int, n_acc: int) -> None:
+        """Send ``batch``'s VERIFY if it is the EDC's oldest outstanding batch (it always is
+        when the verdicts arrive in order), then any early rollback that was waiting for the
+        next batch to become the oldest."""
+        if not (batch.tracked and self.edc_inflight and self.edc_inflight[0] is batch):
+            return
+        self.edc_inflight.popleft()
+        batch.tracked = False
+        batch.edc_report = None
+        self.ctl.edc_verify(full, s_acc, n_acc)
+        if not full:
+            self.edc_forget()  # the EDC rolled back: its in-flight queue is empty
+        else:
+            self.edc_send_reports()
+
+    def edc_send_reports(self) -> None:
+        """Spec 2.1, early rollback: a pre-verified rejection is its batch's VERIFY, sent as
+        soon as that batch is the EDC's oldest outstanding one."""
+        while self.edc_inflight and self.edc_inflight[0].edc_report is not None:
+            batch = self.edc_inflight[0]
+            full, s_acc, n_acc = batch.edc_report
+            self.tell_edc(batch, full, s_acc, n_acc)
 
     def rollback(self) -> None:
         self.epoch += 1
@@ -139,28 +207,42 @@ class AsyncRun(RunState):
     def start(self) -> None:
         self.loop.at(0.0, self.pim_try_start)
 
-    def wait_feedback(self) -> None:
+    def pim_idle(self, reason: str) -> None:
+        """The PIM stops working from now, for ``reason`` (reported per reason)."""
+        self.pim_busy()
+        self.idle_since, self.idle_reason = self.loop.now, reason
+
+    def pim_busy(self) -> None:
+        if self.idle_since is not None:
+            self.metrics.add_time(f"pim_idle:{self.idle_reason}", self.loop.now - self.idle_since)
+            self.idle_since = None
+
+    def wait_feedback(self, reason: str) -> None:
         self.pim_waiting = True
+        self.pim_idle(reason)
         self.npu_try_start()
 
     def pim_try_start(self) -> None:
         if self.done or self.pim_state != "idle" or self.pim_waiting:
             return
         start = self.cursor()
+        if start >= self.n:
+            self.wait_feedback("end")
+            return
         if (
-            start >= self.n
-            or len(self.outstanding) >= self.max_batches
+            len(self.outstanding) >= self.max_batches
             or self.unverified() >= self.max_tokens
             or (self.edc and self.ctl.edc_full())
         ):
-            self.wait_feedback()
+            self.wait_feedback("lookahead")
             return
         kmax = self.policy.start_round()
         kmax = min(kmax, self.max_tokens - self.unverified(), self.n - start, self.max_batch)
         if kmax <= 0:  # the policy asks for an autoregressive step: the NPU produces it
             self.policy.end_round(0, 0, 0.0)
-            self.wait_feedback()
+            self.wait_feedback("policy")
             return
+        self.pim_busy()
         self.cur = Batch(first_pos=start, start=self.loop.now, epoch=self.epoch)
         self.cur.preverified_end = start
         self.cur_kmax = kmax
@@ -182,18 +264,71 @@ class AsyncRun(RunState):
     def draft_token(self, delay: float = 0.0) -> None:
         pos = self.cur.end
         cost = self.hardware.draft_pass(1, self.prompt + pos)
-        self.task("pim", "draft", self.loop.now + delay, cost, pos=pos)
-        self.loop.after(delay + cost.seconds, self.token_done, self.cur.epoch)
+        start = self.loop.now + delay
+        seconds = cost.seconds
+        if cost.offload_device == "npu":
+            seconds += self.request_npu(cost, start)
+        self.task("pim", "draft", start, cost, pos=pos)
+        self.loop.after(delay + seconds, self.token_done, self.cur.epoch)
+
+    def request_npu(self, cost, start: float) -> float:
+        """A draft token without AAU: its nonlinear operators are requests to the NPU.
+
+        The NPU serves them first (at the boundary of the operator its vector unit is
+        running: the longest vector operator of the running verification, at most); each
+        one's bus transfer and vector time delay the running verification by that much
+        (docs/system-model.md, "Contention"). Returns the token's queueing delay.
+        """
+        running = self.npu_pass
+        queueing = cost.offload_requests * running.longest_nonlinear_s if running else 0.0
+        duration = cost.seconds + queueing
+        link = cost.offload_link_s / duration
+        vector = cost.offload_compute_s / duration
+        self.interference_added += 1
+        self.interference.append(
+            Interference(
+                start,
+                start + duration,
+                "pim-nonlinear",
+                memory_share=link if self.shared_memory else 0.0,
+                npu_share=vector,
+                serve_share=link + vector,
+            )
+        )
+        self.serving = (start, start + duration, link + vector)
+        self.metrics.add_time("pim_waiting_for_npu", queueing)
+        return queueing
+
+    def serving_done(self, end: float) -> None:
+        """Account the NPU's serving of the last token's requests outside verification
+        passes (inside one, the pass's delay accounts it)."""
+        if self.serving is None:
+            return
+        start, stop, share = self.serving
+        self.serving = None
+        stop = min(stop, end)
+        inside = 0.0
+        for begin, finish in reversed(self.pass_history):  # newest first
+            if finish <= start:
+                break
+            inside += overlap(start, stop, begin, finish)
+        if self.npu_pass is not None:
+            inside += overlap(start, stop, self.npu_pass.start, end)
+        outside = max(0.0, (stop - start) - inside) * share
+        if outside > 0:
+            self.metrics.task("npu", "serving-pim", start, outside, 0.0)
 
     def token_done(self, epoch: int) -> None:
+        self.serving_done(self.loop.now)
         batch = self.cur
         m = self.metrics
         m.count("drafted")
         if epoch != self.epoch:  # drafted on a prefix a rollback voided
-            m.count("squashed", batch.length + 1)
+            self.squash(batch.length + 1)
             batch.length += 1
             self.end_policy_round(batch, 0)
             self.cur, self.pim_state = None, "idle"
+            self.pim_idle("between-tasks")
             self.pim_try_start()
             return
         pos = batch.end
@@ -213,14 +348,15 @@ class AsyncRun(RunState):
 
     def close_batch(self) -> None:
         batch, self.cur, self.pim_state = self.cur, None, "idle"
+        self.pim_idle("between-tasks")
         if batch.length == 0:  # the policy dropped the first token: no draft here
             self.policy.end_round(0, 0, max(self.loop.now - batch.start, 1e-12))
-            self.wait_feedback()
+            self.wait_feedback("policy")
             return
         self.outstanding.append(batch)
         self.sample_queue()
         if self.tvc:
-            self.ctl.tvc_learn("pdct", self.cycles(self.loop.now - batch.start), batch.length)
+            self.tvc_learn("pdct", self.cycles(self.loop.now - batch.start), batch.length)
         keep_going = True
         if self.edc:
             decision = self.ctl.edc_draft(batch.entropy_sum, batch.length)
@@ -236,7 +372,12 @@ class AsyncRun(RunState):
         elif self.tvc:
             self.try_preverify(self.feedbacks)
         else:
-            self.wait_feedback()
+            self.wait_feedback("edc")
+
+    def tvc_learn(self, table: str, cycles: int, length: int) -> None:
+        if self.guard is not None:
+            self.guard.learn(table, cycles, length)
+        self.ctl.tvc_learn(table, cycles, length)
 
     # -- pre-verification (ahasd) ----------------------------------------------------------
 
@@ -252,7 +393,7 @@ class AsyncRun(RunState):
         ]
         n = self.ctl.tvc_ask(len(candidates), self.cycles(self.loop.now)) if candidates else 0
         if n < 1:
-            self.wait_feedback()
+            self.wait_feedback("edc")
             return
         chosen = candidates[:n]
         # The target on the PIM needs KV entries for every token after the committed prefix
@@ -260,9 +401,16 @@ class AsyncRun(RunState):
         # last committed token as input.
         tokens = chosen[-1][1] - self.committed + 2
         cost = self.hardware.preverify_pass(tokens, self.prompt + self.committed)
+        self.pim_busy()
         delay = self.switch(Task.PREVERIFY)
         self.pim_state = "preverify"
-        self.task("pim", "preverify", self.loop.now + delay, cost, tokens=n)
+        start = self.loop.now + delay
+        self.task("pim", "preverify", start, cost, tokens=n)
+        if self.shared_memory:  # the TLM ranks serve no host reads while they compute
+            self.interference_added += 1
+            self.interference.append(
+                Interference(start, start + cost.seconds, "pim-compute", memory_share=1.0)
+            )
         self.metrics.count("preverify_passes")
         self.metrics.count("preverify_tokens", n)
         self.loop.after(
@@ -276,42 +424,79 @@ class AsyncRun(RunState):
 
     def preverify_done(self, epoch, chosen, seconds, feedbacks_at_suppress) -> None:
         self.pim_state = "idle"
-        self.ctl.tvc_learn("pvct", self.cycles(seconds), len(chosen))
+        self.pim_idle("between-tasks")
+        self.tvc_learn("pvct", self.cycles(seconds), len(chosen))
         if self.done:
             return
-        if epoch != self.epoch:
+        m = self.metrics
+        if epoch != self.epoch:  # a rejection the NPU found voided every chosen draft
+            m.count("preverify_wasted_late")
             self.pim_try_start()
             return
+        unsettled = False
         for batch, pos in chosen:
             if not batch.alive or pos < self.committed:
-                continue
+                continue  # the NPU verified it meanwhile
+            unsettled = True
             batch.preverified_end = max(batch.preverified_end, pos + 1)
             if not self.accept[pos]:
-                self.metrics.count("preverify_rejections")
+                m.count("preverify_rejections")
+                m.count("preverify_useful")
                 self.cut(batch, pos)
                 self.pim_try_start()  # drafting restarts right after the rejected token
                 return
+        m.count("preverify_wasted_found_nothing" if unsettled else "preverify_wasted_late")
         self.try_preverify(feedbacks_at_suppress)
 
     def cut(self, batch: Batch, pos: int) -> None:
-        """A pre-verification found ``pos`` rejected: drop everything drafted after it."""
+        """A pre-verification found ``pos`` rejected: the PIM rolls back now.
+
+        Everything drafted after ``pos`` is squashed (it was built on the rejected token);
+        ``pos`` now holds the target's correction, on which the PIM drafts on. For the EDC
+        this is the batch's VERIFY(full=0) with the prefix the pre-verification accepted,
+        sent once the batch is its oldest outstanding one (spec 2.1; the NPU's later verdict
+        on the batch is not given to the EDC again).
+        """
         tail = batch.end - (pos + 1)
         if tail:
-            self.metrics.count("squashed", tail)
+            self.squash(tail)
             batch.entropy_sum -= sum(self.efix[p] for p in range(pos + 1, batch.end))
             batch.length -= tail
         batch.known_reject = pos
         while self.outstanding[-1] is not batch:
             later = self.outstanding.pop()
             later.alive = False
-            self.metrics.count("squashed", later.length)
+            self.squash(later.length)
             self.end_policy_round(later, 0)
+        n_acc = pos - batch.first_pos
+        s_acc = sum(self.efix[p] for p in range(batch.first_pos, pos))
+        if batch.tracked:
+            batch.edc_report = (False, s_acc, n_acc)
+        else:  # no EDC entry of its own: void the first voided one that has an entry
+            later = [b for b in self.edc_inflight if not b.alive and b.first_pos > pos]
+            if later:
+                later[0].edc_report = (False, 0, 0)
+        self.edc_send_reports()
         self.sample_queue()
+
+    def confirm_preverified_rejection(self, batch: Batch) -> None:
+        """The target's verdict on a batch whose rejection a pre-verification found: the
+        same rejection (acceptance is a property of the position); commit the prefix and the
+        correction. Nothing drafted after the correction is touched."""
+        m = self.metrics
+        pos = batch.known_reject
+        n_acc = self.leading_accepts(batch.first_pos, pos)
+        m.count("accepted", n_acc)
+        m.count("rejected")
+        m.count("target_tokens")
+        self.committed = pos + 1
+        self.edc_send_reports()
+        self.end_policy_round(batch, n_acc)
 
     # -- NPU -------------------------------------------------------------------------------
 
     def npu_try_start(self) -> None:
-        if self.done or self.npu_busy:
+        if self.done or self.npu_pass is not None:
             return
         batches = [b for b in self.outstanding if not b.in_pass]
         if not batches and not (
@@ -320,52 +505,97 @@ class AsyncRun(RunState):
             return
         for batch in batches:
             batch.in_pass = True
+            batch.correction_in_pass = batch.known_reject is not None
         kept = sum(b.length for b in batches)
         l_kv = self.prompt + self.committed
         cost = self.hardware.verify_pass(kept + 1, l_kv)
-        self.npu_busy, self.npu_start = True, self.loop.now
-        self.task("npu", "verify" if kept else "ar-step", self.loop.now, cost, tokens=kept)
+        now = self.loop.now
+        self.npu_pass = running = NpuPass(
+            batches,
+            l_kv,
+            now,
+            cost.seconds,
+            cost.memory_bound_s / cost.seconds if cost.seconds else 0.0,
+            cost.longest_nonlinear_s,
+            "verify" if kept else "ar-step",
+            kept,
+            cost.energy_j,
+        )
+        self.interference = [i for i in self.interference if i.end > now]
         if self.tvc:
-            self.ctl.tvc_npu_start(l_kv, self.cycles(self.loop.now))
+            if self.guard is not None:
+                self.guard.npu_start(l_kv)
+            self.ctl.tvc_npu_start(l_kv, self.cycles(now))
         self.sample_queue()
-        self.loop.after(cost.seconds, self.npu_done, batches, l_kv)
+        end, _, _ = finish_time(now, cost.seconds, running.memory_bound, self.interference)
+        running.scheduled_with = self.interference_added
+        self.loop.at(end, self.npu_check, running)
 
-    def npu_done(self, batches: list[Batch], l_kv: int) -> None:
+    def npu_check(self, running: NpuPass) -> None:
+        """The pass's completion event: pay the debt of work that delayed it since it was
+        scheduled (reschedule), else complete."""
+        end, lost, _ = finish_time(
+            running.start, running.nominal, running.memory_bound, self.interference
+        )
+        if running.scheduled_with != self.interference_added and end > self.loop.now:
+            running.scheduled_with = self.interference_added
+            self.loop.at(end, self.npu_check, running)
+            return
+        self.npu_pass = None
+        running.lost = lost
         m = self.metrics
-        self.npu_busy = False
+        m.task("npu", running.name, running.start, running.nominal, running.energy_j,
+               tokens=running.tokens)  # fmt: skip
+        at = running.start + running.nominal
+        for cause, name in zip(CAUSES, ("blocked-by-pim", "serving-pim"), strict=True):
+            if lost[cause] > 0:
+                m.task("npu", name, at, lost[cause], 0.0)
+                at += lost[cause]
+        self.pass_history.append((running.start, self.loop.now))
+        self.npu_done(running)
+
+    def npu_done(self, running: NpuPass) -> None:
+        batches, l_kv = running.batches, running.l_kv
+        m = self.metrics
         if self.tvc:
+            elapsed = self.cycles(self.loop.now - running.start)
+            if self.guard is not None:
+                self.guard.npu_done(elapsed)
             self.ctl.tvc_npu_done(self.cycles(self.loop.now))
-            self.ctl.tvc_learn("nvct", self.cycles(self.loop.now - self.npu_start), l_kv)
+            self.tvc_learn("nvct", elapsed, l_kv)
         m.count("verify_passes" if batches else "ar_steps")
         before = self.committed
-        rejected = False
+        no_bonus = False
         for batch in batches:
             if not batch.alive:
                 continue
             self.outstanding.popleft()
             batch.alive = False
-            limit = batch.end if batch.known_reject is None else batch.known_reject
-            n_acc = self.leading_accepts(batch.first_pos, limit)
+            if batch.known_reject is not None:
+                self.confirm_preverified_rejection(batch)
+                if batch.correction_in_pass:
+                    continue  # the pass verified the drafts after the correction too
+                # The pass read the rejected draft: nothing after it is valid (the cut
+                # squashed what it held) and it yields no bonus token.
+                no_bonus = True
+                break
+            n_acc = self.leading_accepts(batch.first_pos, batch.end)
             full = n_acc == batch.length
             m.count("accepted", n_acc)
-            if batch.tracked and self.edc_inflight and self.edc_inflight[0] is batch:
-                self.edc_inflight.popleft()
-                s_acc = sum(self.efix[p] for p in range(batch.first_pos, batch.first_pos + n_acc))
-                self.ctl.edc_verify(full, s_acc, n_acc)
-                if not full:
-                    self.edc_forget()  # the EDC rolled back: its in-flight queue is empty
+            s_acc = sum(self.efix[p] for p in range(batch.first_pos, batch.first_pos + n_acc))
+            self.tell_edc(batch, full, s_acc, n_acc)
             self.end_policy_round(batch, n_acc)
             if full:
                 self.committed = batch.end
                 continue
             m.count("rejected")
-            m.count("squashed", batch.length - n_acc - 1)
+            self.squash(batch.length - n_acc - 1)
             m.count("target_tokens")
             self.committed = batch.first_pos + n_acc + 1
             self.rollback()
-            rejected = True
+            no_bonus = True
             break
-        if not rejected:
+        if not no_bonus:
             self.bonus_or_check()
         m.round_tokens.append(self.committed - before)
         self.feedbacks += 1
@@ -384,17 +614,20 @@ class AsyncRun(RunState):
             return
         m = self.metrics
         if self.outstanding:  # a queued look-ahead draft covers q: check it
+            batch = self.outstanding[0]
+            if batch.known_reject == q:  # a pre-verification already found q rejected
+                self.outstanding.popleft()
+                batch.alive = False
+                self.confirm_preverified_rejection(batch)
+                return
             if self.accept[q]:
                 return
-            batch = self.outstanding.popleft()
+            self.outstanding.popleft()
             batch.alive = False
             m.count("rejected")
-            m.count("squashed", batch.length - 1)
+            self.squash(batch.length - 1)
             m.count("early_rejections")
-            if batch.tracked and self.edc_inflight and self.edc_inflight[0] is batch:
-                self.edc_inflight.popleft()
-                self.ctl.edc_verify(False, 0, 0)
-                self.edc_forget()
+            self.tell_edc(batch, False, 0, 0)
             self.end_policy_round(batch, 0)
             m.count("target_tokens")
             self.committed = q + 1
@@ -412,6 +645,8 @@ class AsyncRun(RunState):
 
     def finish(self) -> None:
         self.done, self.end_time = True, self.loop.now
+        self.serving_done(self.loop.now)
+        self.pim_busy()
         # Unverified drafts at the end of the generation are discarded.
         for batch in self.outstanding:
             self.metrics.count("squashed", batch.length)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ahasd.errors import UserError
-from ahasd.params import EDCParams, GTSUParams, TVCParams, entropy_to_fixed
-from ahasd.sim.config import RunSettings, SpecLibrary, load_library
+from ahasd.params import entropy_to_fixed
+from ahasd.sim.config import RunSettings, SpecLibrary, controller_params, resolve
 from ahasd.sim.controller import Controller, GoldenController
 from ahasd.sim.engine import EventLoop
 from ahasd.sim.metrics import Metrics
@@ -22,6 +22,7 @@ from ahasd.sim.modes.ladder import AsyncRun
 from ahasd.sim.modes.state import draw_outcomes
 from ahasd.sim.modes.sync import SyncRun
 from ahasd.sim.modes.table import find_mode
+from ahasd.sim.modes.tvc_widths import TVCWidthGuard, check_tvc_widths, run_description
 from ahasd.sim.policies import make_policy
 from ahasd.sim.trace_sources import resolve_trace
 from ahasd.sim.traces import Trace
@@ -50,7 +51,8 @@ def simulate(
 
     Parameters
     ----------
-    settings : the configuration.
+    settings : the configuration (resolved against its platform first:
+        :func:`ahasd.sim.config.resolve`).
     trace : use this trace instead of resolving ``settings.trace``.
     library : spec library (default: built-in plus ``settings.spec_dirs``).
     controller : EDC/TVC/GTSU controller for the async modes (default
@@ -59,7 +61,8 @@ def simulate(
     hardware : cost models instead of :func:`build_hardware` (tests inject fixed costs).
     """
     mode = find_mode(settings.mode)
-    library = library or load_library(settings.spec_dirs)
+    settings, library = resolve(settings, library)
+    edc_params, tvc_params, gtsu_params = controller_params(settings)
     pair = library.pair(settings.pair)
     if policy is None:
         policy = make_policy(
@@ -81,21 +84,22 @@ def simulate(
     if mode.engine == "sync":
         run = SyncRun(*args)
     else:
+        presets = tvc_presets(hardware, settings.prompt_tokens)
+        guard = None
+        if mode.tvc:  # refuse widths the run would saturate, before it starts and while it runs
+            check_tvc_widths(settings, hardware, presets)
+            guard = TVCWidthGuard(tvc_params, presets, run_description(settings, hardware))
         if controller is None:
-            controller = GoldenController(
-                EDCParams(),
-                TVCParams(ratio_bits=settings.tvc_ratio_bits, cycle_bits=settings.tvc_cycle_bits),
-                GTSUParams(),
-                tvc_presets=tvc_presets(hardware, settings.prompt_tokens),
-            )
+            controller = GoldenController(edc_params, tvc_params, gtsu_params, tvc_presets=presets)
         efix = [entropy_to_fixed(min(h, 15.0)) for h in trace.draft_entropy.tolist()]
         run = AsyncRun(
             *args,
             controller=controller,
             flags=(mode.aau, mode.edc, mode.tvc),
             efix=efix,
-            max_batches=EDCParams().llr_max,
-            max_batch=(1 << EDCParams().length_bits) - 1,
+            max_batches=edc_params.llr_max,
+            max_batch=(1 << edc_params.length_bits) - 1,
+            tvc_guard=guard,
         )
     run.start()
     loop.run()
@@ -113,6 +117,7 @@ def simulate(
         "policy": settings.policy,
         "seed": settings.seed,
         "trace": settings.trace or f"synthetic:{pair.preset}",
+        "platform": settings.platform,
         **summary,
         "events": loop.dispatched,
         "notes": list(hardware.notes),

@@ -90,7 +90,8 @@ class RunState:
 
     def task(self, device, name, start, cost, **args):
         """Account a task of ``cost`` on ``device`` from ``start`` in the metrics (a split
-        cost is charged to each of its parts; host-CPU time to the ``cpu``)."""
+        cost is charged to each of its parts; nonlinear work sent to the host CPU to the
+        ``cpu``; work sent to the NPU is the asynchronous engine's to account)."""
         parts = getattr(cost, "parts", ())
         if parts:
             for part_device, seconds in parts:
@@ -98,5 +99,5 @@ class RunState:
             self.metrics.energy[f"{device}:dynamic"] += cost.energy_j
         else:
             self.metrics.task(device, name, start, cost.seconds, cost.energy_j, **args)
-        if cost.cpu_seconds:
-            self.metrics.task("cpu", "nonlinear", start, cost.cpu_seconds, 0.0)
+        if cost.offload_device == "cpu" and cost.offload_compute_s:
+            self.metrics.task("cpu", "nonlinear", start, cost.offload_compute_s, 0.0)

@@ -111,7 +111,7 @@ MODE_TABLE = (
         "pim",
         "npu",
         ("pim", "npu", "cpu"),
-        "the PIM drafts ahead while the NPU verifies, nonlinear operators on the host CPU",
+        "the PIM drafts ahead while the NPU verifies and serves its nonlinear operators",
     ),
     Mode(
         "pim-async-aau",

@@ -1,21 +1,44 @@
-"""Figures of phone runs: temperatures, GPU clock, token rate and package power over time."""
+"""Figures of phone runs: temperatures, GPU clock, token rate and package power over time.
+
+The same rules as every figure of :mod:`ahasd.sim.report`: each phone mode in its colour
+from the phone mode table, units on every axis, legend and caption below the panels.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ahasd.output import write_file
 from ahasd.sim.phone.run import PhoneResult
 from ahasd.sim.phone.settings import find_phone_mode
-from ahasd.sim.report import pyplot
+from ahasd.sim.report import finish_figure, png_bytes, pyplot
 
-__all__ = ["plot_phone"]
+__all__ = ["phone_caption", "phone_figure", "plot_phone"]
+
+_RATE_WINDOW = 10  # governor periods in the moving means of rate and power
 
 
-def plot_phone(results: list[PhoneResult], path: Path, *, title: str = "") -> None:
+def phone_caption(results: list[PhoneResult]) -> str:
+    """Platform, pair, policy, task, simulated time, seed, trace and tokens per mode."""
+    if not results:
+        return "No runs."
+    s = results[-1].summary  # the last mode drafts, so it names the policy
+    generated = ", ".join(
+        f"{r.summary['mode']} {r.summary['tokens']:,} tokens in {r.summary['requests']} requests"
+        for r in results
+    )
+    return (
+        f"{s['platform']}, pair {s['pair']}, policy {s['policy']}, task {s['task']}, "
+        f"{s['duration_s']:g} s simulated per mode, seed {s['seed']}, trace {s['trace']} "
+        f"(one per request). Generated: {generated}. System model, not measurements."
+    )
+
+
+def phone_figure(results: list[PhoneResult], *, title: str = "Sustained generation"):
     """Skin/die temperature, GPU clock, token rate and package power over time, one line per
-    run (modes overlaid)."""
+    run (modes overlaid); returns the ``Figure``."""
     plt = pyplot()
-    fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
+    fig, axes = plt.subplots(4, 1, figsize=(9, 11.5), sharex=True)
     for result in results:
         s = result.summary
         colour = find_phone_mode(s["mode"]).colour
@@ -36,28 +59,44 @@ def plot_phone(results: list[PhoneResult], path: Path, *, title: str = "") -> No
             rate_t.append(b["time_s"])
             rates.append((b["tokens"] - a["tokens"]) / dt)
             power.append((b["energy_j"] - a["energy_j"]) / dt)
-        window = 10
-        axes[2].plot(rate_t, _moving_mean(rates, window), color=colour)
-        axes[3].plot(rate_t, _moving_mean(power, window), color=colour)
+        axes[2].plot(rate_t, _moving_mean(rates, _RATE_WINDOW), color=colour)
+        axes[3].plot(rate_t, _moving_mean(power, _RATE_WINDOW), color=colour)
     if results:
         s = results[0].summary
         axes[0].axhline(s["skin_limit_c"], color="k", ls="--", lw=0.8, label="skin limit")
         arbiter = s["arbiter_c"]
-        axes[0].axhline(arbiter, color="grey", ls=":", lw=0.8, label=f"arbiter ({arbiter:g} C)")
-    axes[0].set_ylabel("skin (solid) / die (dotted), C")
-    axes[0].legend(fontsize=7, loc="lower right")
-    axes[1].set_ylabel("GPU clock, MHz")
-    axes[2].set_ylabel("tokens/s (10 s mean)")
-    axes[3].set_ylabel("package power, W (10 s mean)")
-    axes[3].set_xlabel("simulated time, s")
-    if title:
-        fig.suptitle(title)
+        axes[0].axhline(
+            arbiter, color="grey", ls=":", lw=0.8, label=f"arbiter shortens drafts ({arbiter:g} C)"
+        )
+    axes[0].plot([], [], color="0.3", label="skin (solid)")
+    axes[0].plot([], [], color="0.3", ls=":", lw=0.8, label="die (dotted)")
+    axes[0].set_title("Skin and die temperature (lower is better)")
+    axes[0].set_ylabel("temperature (C)")
+    axes[1].set_title("GPU clock set by the thermal governor")
+    axes[1].set_ylabel("GPU clock (MHz)")
+    axes[2].set_title("Token rate, 10 s moving mean (higher is better)")
+    axes[2].set_ylabel("rate (tokens/s)")
+    axes[3].set_title("Package power, 10 s moving mean (lower is better)")
+    axes[3].set_ylabel("power (W)")
+    axes[3].set_xlabel("simulated time (s)")
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    handles, labels = axes[0].get_legend_handles_labels()
+    finish_figure(
+        fig,
+        title=title,
+        handles=handles,
+        labels=labels,
+        caption=phone_caption(results),
+        columns=2,
+    )
+    return fig
+
+
+def plot_phone(results: list[PhoneResult], path: Path, *, title: str = "") -> None:
+    """Write :func:`phone_figure` as a PNG to ``path`` (:func:`ahasd.output.write_file`)."""
+    figure = phone_figure(results, title=title or "Sustained generation")
+    write_file(path, png_bytes(figure))
 
 
 def _moving_mean(values: list[float], window: int) -> list[float]:

@@ -15,6 +15,7 @@ from ahasd.errors import UserError
 from ahasd.sim.config import (
     BUILTIN_SPEC_DIR,
     Sourced,
+    is_system_platform,
     read_toml,
     require_string,
     sourced_number,
@@ -125,11 +126,15 @@ def load_platform(path: Path) -> PlatformSpec:
 
 
 def known_platforms(spec_dirs=()) -> dict[str, Path]:
-    """Platform name -> file, built-in first, later ``spec_dirs`` override by file stem."""
+    """Platform name -> file, built-in first, later ``spec_dirs`` override by file stem.
+
+    NPU+PIM platforms (``kind = "npu-pim"``, :mod:`ahasd.sim.config`) share the folder and
+    are left out."""
     found = {}
     for directory in (BUILTIN_SPEC_DIR, *(Path(d) for d in spec_dirs)):
         for path in sorted((directory / "platforms").glob("*.toml")):
-            found[path.stem] = path
+            if not is_system_platform(path):
+                found[path.stem] = path
     return found
 
 

@@ -64,7 +64,8 @@ class PhoneRun(SyncRun):
     traces : ``index -> (Trace, task type)`` of request ``index``.
     policy, metrics, loop : as for the engine.
     rng : the outcome RNG (each request's accept flags are drawn from it in turn).
-    options : ``max_requests``, ``record_power``, ``record_rounds``.
+    options : ``max_requests``, ``record_power``, ``record_rounds`` and optionally
+        ``progress`` (called with the simulated time at every governor period).
     """
 
     def __init__(self, settings, hw, platform, traces, policy, metrics, loop, rng, options):
@@ -96,6 +97,7 @@ class PhoneRun(SyncRun):
         self.energy_j = 0.0  # power integrated over time (the conservation check's side)
         self.record_power = options["record_power"]
         self.record_rounds = options["record_rounds"]
+        self.progress = options.get("progress")
         self.power_intervals = []
         self.round_log = []
         self.samples = []
@@ -194,6 +196,8 @@ class PhoneRun(SyncRun):
                 governor.level = level
             self._sample(self.loop.now)
             governor.next_check += governor.period
+            if self.progress is not None:
+                self.progress(self.loop.now)
 
     def _sample(self, now: float) -> None:
         self.samples.append(
@@ -261,6 +265,7 @@ def simulate_phone(
     record_power: bool = False,
     record_rounds: bool = False,
     hardware: PhoneHardware | None = None,
+    progress=None,
 ) -> PhoneResult:
     """Run one sustained phone configuration.
 
@@ -274,6 +279,8 @@ def simulate_phone(
     record_power : keep every constant-power interval ``(start, seconds, watts)``.
     record_rounds : keep ``(first position, kept, dropped, accepted)`` per round.
     hardware : cost models instead of :func:`build_phone_hardware`.
+    progress : called with the simulated time (s) at every governor period, for a progress
+        display; None = silent.
     """
     platform = find_platform(settings.platform, settings.spec_dirs)
     library = load_library(settings.spec_dirs)
@@ -295,6 +302,7 @@ def simulate_phone(
         "max_requests": requests,
         "record_power": record_power,
         "record_rounds": record_rounds,
+        "progress": progress,
     }
     run = PhoneRun(settings, hardware, platform, source, policy, metrics, loop, rng, options)
     run.start()

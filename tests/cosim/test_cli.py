@@ -11,7 +11,8 @@ import pytest
 from ahasd.cli import main
 
 # The build tests/top and the identity test share (same Verilog text, same directory name).
-BUILD = Path(__file__).resolve().parents[2] / "build" / "cocotb" / "verilator"
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build" / "cocotb" / "verilator"
 
 
 @pytest.mark.parametrize(
@@ -37,9 +38,21 @@ def test_cosim_check_refuses_rtl_latency(capsys, tmp_path):
     assert "--rtl-latency" in capsys.readouterr().err
 
 
+def test_cosim_refuses_tvc_widths_that_would_saturate_before_building(capsys, tmp_path):
+    argv = ["cosim", "--mode", "ahasd", "--pair", "opt-1.3b-6.7b", "--policy", "fixed"]
+    argv += ["--tvc-ratio-bits", "32", "--tvc-cycle-bits", "32", "--build-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert "--tvc-ratio-bits 32: " in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was built
+
+
 @pytest.mark.cocotb
 def test_cosim_json_holds_summary_and_cosim(capsys):
+    # A configuration whose TVC values fit the top's 32-bit registers (test_identity.py).
     argv = ["cosim", "--mode", "ahasd", "--pair", "opt-1.3b-6.7b", "--policy", "fixed"]
+    argv += ["--pim", "lpddr5-pim-x16", "--spec-dir", str(ROOT / "tests" / "sim" / "specs")]
+    argv += ["--draft-model", "smollm-135m", "--target-model", "qwen2.5-0.5b"]
+    argv += ["--draft-queue-tokens", "16"]
     argv += ["--tokens", "32", "--check", "--json", "--build-dir", str(BUILD)]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

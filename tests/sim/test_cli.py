@@ -13,6 +13,9 @@ from ahasd.sim.synth import iid_trace
 from ahasd.sim.traces import save_trace
 
 BASE = ["--pair", "opt-1.3b-6.7b", "--policy", "svip", "--tokens", "64"]
+# Spec 2.2's TVC widths (UQ32.8 ratios, 40-bit cycles): narrower ones saturate on the paper's
+# platform and are refused in the modes that use the TVC.
+SPEC_TVC = ["--tvc-ratio-bits", "40", "--tvc-cycle-bits", "40"]
 
 
 def _error(capsys) -> str:
@@ -20,7 +23,7 @@ def _error(capsys) -> str:
 
 
 def test_simulate_json_prints_one_object_with_the_required_keys(capsys):
-    assert main(["simulate", "--mode", "ahasd", *BASE, "--json"]) == 0
+    assert main(["simulate", "--mode", "ahasd", *BASE, *SPEC_TVC, "--json"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1
     summary = json.loads(out[0])
@@ -58,7 +61,7 @@ def test_simulate_out_writes_summary_queue_chrome_trace_and_png(tmp_path, capsys
         (["--mode", "ahasd", *BASE, "--draft-model", "opt-175b"], "unknown model 'opt-175b'"),
         (["--mode", "ahasd", *BASE, "--trace", "no-such-trace"], "neither a file"),
         (["--mode", "ahasd", *BASE, "--policy-param", "h"], "expected KEY=VALUE"),
-        (["--mode", "ahasd", *BASE, "--tokens", "0"], "tokens must be an integer >= 1"),
+        (["--mode", "ahasd", *BASE, "--tokens", "0"], "--tokens: must be an integer in 1..65534"),
     ],
 )
 def test_simulate_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
@@ -140,7 +143,7 @@ def test_a_user_spec_dir_overrides_a_device(tmp_path, capsys):
 
 SWEEP = [
     "sweep", "--pairs", "opt-1.3b-6.7b", "--policies", "svip", "adaedl",
-    "--modes", "npu-only", "pim-async", "ahasd", "--tokens", "48", "--jobs", "1",
+    "--modes", "npu-only", "pim-async", "ahasd", "--tokens", "48", "--jobs", "1", *SPEC_TVC,
 ]  # fmt: skip
 
 
@@ -168,6 +171,22 @@ def test_sweep_bad_names_exit_2_before_anything_is_written(tmp_path, capsys):
     assert "unknown mode 'warp'" in _error(capsys)
     assert main(["sweep", "--policies", "oracle", "--out", str(out)]) == 2
     assert not out.exists()
+
+
+def test_tvc_widths_that_would_saturate_are_refused_before_anything_is_written(tmp_path, capsys):
+    out = tmp_path / "out"
+    narrow = ["--tvc-ratio-bits", "32", "--tvc-cycle-bits", "32"]
+    assert main(["simulate", "--mode", "ahasd", *BASE, *narrow, "--out", str(out)]) == 2
+    assert "--tvc-ratio-bits 32: " in _error(capsys)
+    assert not out.exists()
+    # A sweep checks every run first: nothing is run, nothing is written.
+    assert main([*SWEEP, *narrow, "--out", str(out)]) == 2
+    err = _error(capsys)
+    assert "PVCT needs" in err
+    assert "opt-1.3b-6.7b" in err
+    assert not out.exists()
+    # The modes without the TVC do not care.
+    assert main(["simulate", "--mode", "pim-async-aau-edc", *BASE, *narrow, "--json"]) == 0
 
 
 def test_report_writes_tables_and_figures(tmp_path, capsys):

@@ -72,6 +72,40 @@ def test_without_aau_the_nonlinear_ops_cost_a_bus_round_trip():
     assert without.link_bytes == 4 * elements
 
 
+def test_without_aau_the_nonlinear_ops_are_requests_to_the_npus_vector_unit():
+    # Paper 4.1: without the AAU the activations go to the NPU. Same elements as above; the
+    # NPU's vector unit does 8.2e12 x 0.75 / 4 elements/s; each of the 98 operators is one
+    # request with a 2 us hand-off (npu-mobile.toml).
+    model = LIB.model("opt-1.3b")
+    npu = LIB.device("npu-mobile")
+    with_aau = PassModel(_executor("lpddr5-pim", share=0.5, aau=True), model)(1, 500)
+    pim = _executor("lpddr5-pim", share=0.5, aau=False, host=npu, host_power=LIB.power_of(npu.name))
+    without = PassModel(pim, model)(1, 500)
+    elements = 24 * (32 * 501 + 2 * 2048 + 8192) + 2048 + 50272
+    vector = elements / (8.2e12 * 0.75 / 4)
+    link = 4 * elements / (51.2e9 * 0.78)
+    npu_path = vector + link + (24 * 4 + 2) * 2e-6
+    aau = 1_257_563 / (8 * 800e6)  # the AAU cycles of the test above
+    assert without.seconds - with_aau.seconds == pytest.approx(npu_path - aau, rel=1e-6)
+    assert without.offload_device == "npu"
+    assert without.offload_requests == 24 * 4 + 2
+    assert without.offload_compute_s == pytest.approx(vector, rel=1e-9)
+    assert without.offload_link_s == pytest.approx(link, rel=1e-9)
+    assert with_aau.offload_device == ""
+    # The longest operator on the NPU's vector unit: the logits' softmax over 50,272.
+    assert without.longest_nonlinear_s == pytest.approx(50272 / (8.2e12 * 0.75 / 4), rel=1e-9)
+
+
+def test_a_verification_on_the_npu_is_memory_bound_in_every_matrix_operator():
+    # 5 tokens of OPT-6.7B at context 128: every matrix operator reads more bytes per second
+    # of bandwidth than it computes per second of peak (312 MAC/B ridge), so the
+    # memory-bound time is the whole matrix time: the pass minus its vector-unit time.
+    model = LIB.model("opt-6.7b")
+    cost = PassModel(_executor("npu-mobile"), model)(5, 128)
+    vector = cost.nonlinear_elements / (8.2e12 * 0.75 / 4)
+    assert cost.memory_bound_s == pytest.approx(cost.seconds - vector, rel=1e-9)
+
+
 def test_gpu_vendor_tops_are_halved_to_mac_per_second():
     # 264 dense INT8 TOPS count 2 ops per MAC; the model's convention is 1 MAC = 1 op.
     assert LIB.device("rtx4090-laptop").matrix_macs_per_s == 132e12

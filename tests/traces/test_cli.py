@@ -92,13 +92,27 @@ def test_user_errors_exit_2(tmp_path, monkeypatch, capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
-def test_argparse_errors_exit_2(capsys):
-    with pytest.raises(SystemExit) as stop:
-        main(["trace", "gen", "--preset", "nope", "--out", "x"])
-    assert stop.value.code == 2
-    with pytest.raises(SystemExit) as stop:
-        main(["trace", "gen", "--iid", "0.5", "--length", "0", "--out", "x"])
-    assert stop.value.code == 2
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["trace", "gen", "--preset", "nope", "--out", "x"],
+            "ahasd trace gen: --preset: invalid choice: 'nope'",
+        ),
+        (
+            ["trace", "gen", "--iid", "0.5", "--length", "0", "--out", "x"],
+            "ahasd trace gen: --length: must be an integer in 1..1000000, not '0' "
+            "(see ahasd trace gen --help)",
+        ),
+    ],
+)
+def test_argparse_errors_are_one_line_and_exit_2(tmp_path, monkeypatch, capsys, argv, line):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(line)
+    assert not (tmp_path / "x").exists()
 
 
 def test_record_ngram(tmp_path, capsys):

@@ -115,7 +115,16 @@ def test_iid_trace():
     ("call", "message"),
     [
         (lambda: synth.generate("gpt-5", 10, 0), r"unknown preset 'gpt-5' \(known: opt-1.3b"),
-        (lambda: synth.generate("opt-1.3b-6.7b", 0, 0), "trace length must be an integer >= 1"),
+        (
+            lambda: synth.generate("opt-1.3b-6.7b", 0, 0),
+            r"trace length must be an integer in 1\.\.1000000, not 0",
+        ),
+        (
+            lambda: synth.generate("opt-1.3b-6.7b", 10**13, 0),
+            r"trace length must be an integer in 1\.\.1000000, not 10000000000000",
+        ),
+        (lambda: synth.generate("opt-1.3b-6.7b", 10, -1), "seed must be a non-negative integer"),
+        (lambda: synth.iid_trace(10, 0.5, -1), "seed must be a non-negative integer"),
         (
             lambda: synth.generate("opt-1.3b-6.7b", 10, 0, acceptance=1.0),
             "strictly between 0 and 1",

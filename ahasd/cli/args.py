@@ -1,0 +1,131 @@
+"""Argument parsing shared by every ``ahasd`` command.
+
+- :class:`Parser`: an ``argparse`` parser whose usage errors are one line,
+  ``ahasd simulate: --tokens: must be an integer in 1..65535, not 'x' (see ahasd simulate
+  --help)``, raised as :class:`~ahasd.errors.UsageError` (exit status 2) instead of usage
+  text and ``SystemExit``.
+- :func:`integer` and :func:`real`: argument types with their bounds in the message, checked
+  while parsing, so nothing starts on a value that cannot work.
+- :class:`UniqueList`: a list option that drops repeated values (order kept) with a note on
+  stderr, so ``--policies fixed fixed`` runs ``fixed`` once.
+- The bounds themselves (:data:`SEED_MAX`, ...), each with the reason for its value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from ahasd.errors import UsageError
+from ahasd.params import TVCParams
+
+__all__ = [
+    "BINS_MAX",
+    "DURATION_MAX_S",
+    "JOBS_MAX",
+    "KV_LENGTH_MAX",
+    "RECORD_LENGTH_MAX",
+    "SEED_MAX",
+    "Parser",
+    "UniqueList",
+    "integer",
+    "real",
+]
+
+# Seeds are unsigned 32-bit: NumPy takes any non-negative integer, but a bound keeps seeds
+# writable in every tool that reads the results (and -1 out).
+SEED_MAX = (1 << 32) - 1
+# The controller's length fields (TVC L_kv, the KV length the NPU pass reports) are
+# TVCParams.length_bits wide; prompt plus generated tokens must fit them in every mode, so a
+# setting is accepted or refused the same way whichever mode runs it.
+KV_LENGTH_MAX = (1 << TVCParams().length_bits) - 1
+# Recorders run a real model per position (n-gram: about 2 ms each): 100,000 positions is a
+# few minutes and a few MB of trace.
+RECORD_LENGTH_MAX = 100_000
+# Lines of the entropy histogram of `trace info`.
+BINS_MAX = 200
+# Worker processes of a sweep.
+JOBS_MAX = 64
+# Simulated seconds of a phone run: a day. The thermal state settles within minutes; a day
+# of simulated time is minutes of wall time and tens of MB of samples.
+DURATION_MAX_S = 86_400.0
+
+
+def _tidy(message: str) -> str:
+    """argparse's ``argument --x: msg`` as ``--x: msg``."""
+    return message.removeprefix("argument ")
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one-line :class:`UsageError` s.
+
+    Subparsers made with ``add_subparsers`` are of the same class, so every subcommand
+    reports its errors the same way, prefixed with its own program name.
+    """
+
+    def parse_known_args(self, args=None, namespace=None):
+        # Remember the innermost (sub)parser that parsed, so that arguments nobody
+        # recognised are reported by the subcommand they were given to (see parse_args).
+        namespace, extras = super().parse_known_args(args, namespace)
+        if not hasattr(namespace, "usage_parser"):
+            namespace.usage_parser = self
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            namespace.usage_parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {_tidy(message)} (see {self.prog} --help)")
+
+
+def integer(low: int, high: int):
+    """An argument type: an integer in ``low..high`` (both included)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, not {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def real(low: float, high: float, *, low_open: bool = False):
+    """An argument type: a finite number in ``low..high`` (``(low, high]`` if ``low_open``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        inside = low < value <= high if low_open else low <= value <= high
+        if not (math.isfinite(value) and inside):
+            span = f"({low:g}, {high:g}]" if low_open else f"{low:g}..{high:g}"
+            raise argparse.ArgumentTypeError(f"must be a number in {span}, not {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+class UniqueList(argparse.Action):
+    """``nargs="+"`` values with repeats dropped (first occurrence kept), noted on stderr."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        unique = list(dict.fromkeys(values))
+        if len(unique) < len(values):
+            repeated = [v for v in unique if values.count(v) > 1]
+            print(
+                f"{parser.prog}: note: {option_string} lists "
+                f"{', '.join(map(str, repeated))} more than once; each runs once",
+                file=sys.stderr,
+            )
+        setattr(namespace, self.dest, unique)

@@ -1,0 +1,143 @@
+"""``ahasd reproduce``: the paper's evaluation on every platform and GPU baseline, the
+sensitivity of each rung's gain to the uncertain numbers, a regime map, and a report
+(:mod:`ahasd.sim.reproduce`). Resumable like a sweep: the results go to ``DIR/results.jsonl``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ahasd.cli.args import KV_LENGTH_MAX, SEED_MAX, UniqueList, integer, real
+from ahasd.cli.progress import Progress
+from ahasd.cli.simulate import add_backend_options, check_names
+from ahasd.output import check_folder
+from ahasd.sim.config import DEFAULT_PLATFORM, RunSettings, field_default, load_library
+from ahasd.sim.modes import MODES
+from ahasd.sim.reproduce import ReproduceConfig, run_reproduce
+
+__all__ = ["DEFAULT_OUT", "register"]
+
+DEFAULT_OUT = Path("build/reproduce")
+
+
+def _default(name: str):
+    return field_default(ReproduceConfig, name)
+
+
+def register(subparsers) -> None:
+    """Add ``ahasd reproduce``."""
+    parser = subparsers.add_parser(
+        "reproduce",
+        help="the paper's evaluation on every platform and GPU baseline, sensitivity, regime map",
+        description="Run the paper's grid on every NPU+PIM platform against every GPU "
+        "baseline, vary every medium- or low-confidence number over its range, map the "
+        "gain of each rung over NPU bandwidth and PIM throughput, and write DIR/report.md "
+        "(docs/reproduce.md). Resumable: finished runs in DIR/results.jsonl are not rerun.",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"results and report folder (default: {DEFAULT_OUT})",
+    )
+    parser.add_argument(
+        "--platforms", nargs="+", action=UniqueList, help="NPU+PIM platforms (default: all)"
+    )
+    parser.add_argument(
+        "--gpus",
+        nargs="+",
+        action=UniqueList,
+        help="GPU baselines (default: the platforms' gpu_baselines)",
+    )
+    parser.add_argument(
+        "--pairs", nargs="+", action=UniqueList, help="pairs (default: the paper's three)"
+    )
+    parser.add_argument(
+        "--policies", nargs="+", action=UniqueList, help="algorithms (default: the paper's four)"
+    )
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=integer(0, SEED_MAX),
+        action=UniqueList,
+        help="seeds (default: 0)",
+    )
+    parser.add_argument(
+        "--tokens",
+        type=integer(1, KV_LENGTH_MAX - field_default(RunSettings, "prompt_tokens")),
+        default=_default("tokens"),
+        help=f"generation length of every run, tokens (default: {_default('tokens')})",
+    )
+    parser.add_argument(
+        "--sensitivity-platform",
+        default=DEFAULT_PLATFORM,
+        help=f"platform of the sensitivity analysis (default: {DEFAULT_PLATFORM})",
+    )
+    parser.add_argument(
+        "--regime-platform",
+        default=DEFAULT_PLATFORM,
+        help=f"platform of the regime map (default: {DEFAULT_PLATFORM})",
+    )
+    parser.add_argument(
+        "--regime-policies",
+        nargs="+",
+        action=UniqueList,
+        help=f"algorithms of the regime map (default: {' '.join(_default('regime_policies'))})",
+    )
+    parser.add_argument(
+        "--regime-npu-bandwidth",
+        nargs="+",
+        type=real(1e6, 1e15),
+        action=UniqueList,
+        help="NPU bandwidths of the regime map, B/s (default: "
+        f"{' '.join(f'{v:g}' for v in _default('regime_npu_bandwidth'))})",
+    )
+    parser.add_argument(
+        "--regime-pim-scale",
+        nargs="+",
+        type=real(1e-3, 1e4),
+        action=UniqueList,
+        help="PIM throughput scales of the regime map (default: "
+        f"{' '.join(f'{v:g}' for v in _default('regime_pim_scale'))})",
+    )
+    parser.add_argument(
+        "--spec-dir", action="append", default=[], help="extra spec directory (repeatable)"
+    )
+    add_backend_options(parser)
+    parser.set_defaults(func=_reproduce)
+
+
+def _reproduce(args) -> int:
+    given = {
+        "platforms": args.platforms,
+        "gpus": args.gpus,
+        "pairs": args.pairs,
+        "policies": args.policies,
+        "seeds": args.seeds,
+        "regime_policies": args.regime_policies,
+        "regime_npu_bandwidth": args.regime_npu_bandwidth,
+        "regime_pim_scale": args.regime_pim_scale,
+    }
+    config = ReproduceConfig(
+        **{key: tuple(value) for key, value in given.items() if value},
+        tokens=args.tokens,
+        sensitivity_platform=args.sensitivity_platform,
+        regime_platform=args.regime_platform,
+        spec_dirs=tuple(str(Path(d).resolve()) for d in args.spec_dir),
+    )
+    library = load_library(config.spec_dirs)
+    check_names(library, MODES, config.pairs, (*config.policies, *config.regime_policies))
+    check_folder(args.out, option="--out")
+    study = run_reproduce(
+        config,
+        args.out,
+        jobs=args.jobs,
+        backend=args.backend,
+        address=args.address,
+        progress=lambda label, total: Progress(label, total, "runs"),
+    )
+    runs = sum(len(points) for points in study.points.values())
+    simulated = sum(study.simulated.values())
+    seconds = sum(study.seconds.values())
+    print(f"{runs} runs ({simulated} simulated, {seconds:.1f} s); report: {args.out}/report.md")
+    return 0

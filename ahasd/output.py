@@ -1,0 +1,271 @@
+"""Every file ``ahasd`` writes goes through this module: whole or absent, never half-written.
+
+- :func:`check_folder` and :func:`check_file` refuse a bad output path (a file where a
+  folder is needed, a folder where a file should go, a place nobody may write) *before* a
+  command starts its work, with a one-line :class:`~ahasd.errors.UserError` naming the path.
+- :class:`OutputSet` holds the files one command produces (path -> bytes) until the command
+  has produced all of them; :meth:`OutputSet.commit` then stages every changed file as a
+  temporary sibling (``.NAME.XXXX.tmp`` in the target's folder) and, only once all are
+  staged, renames each into place. A failure while staging (full disk, permissions, a path
+  that changed under the command) removes what was staged and the folders the commit
+  created: the previous output set stays, or nothing appears. Renames within a folder take
+  no space, so the last step does not fail for lack of it.
+- A file whose bytes would not change is not rewritten: it keeps its mtime, so builds that
+  depend on it stay cached.
+- New files get the permissions ``open()`` would give them (``0o666`` less the umask), new
+  folders ``0o777`` less the umask.
+- :func:`write_file` is an output set of one file; :class:`Journal` is the append-only,
+  line-per-record file of a resumable sweep (each line flushed and fsynced).
+
+Nothing here knows which command runs: the messages name the path and, where given, the
+option that named it (``--out``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from ahasd.errors import UserError
+
+__all__ = ["Journal", "OutputSet", "check_file", "check_folder", "write_file"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _named(path: Path, option: str | None) -> str:
+    return f"{option} {path}" if option else str(path)
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or type(error).__name__
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its closest ancestor that exists (``.`` for a relative path)."""
+    current = path
+    while not os.path.lexists(current):
+        parent = current.parent
+        if parent == current:
+            break
+        current = parent
+    return current
+
+
+def _probe_writable(folder: Path, path: Path, option: str | None) -> None:
+    """UserError unless a file can be created in ``folder`` (tried, not guessed: a read-only
+    mount or an ACL is caught too; running as root passes permission bits)."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".ahasd-probe-", suffix=".tmp")
+    except OSError as error:
+        raise UserError(
+            f"{_named(path, option)}: cannot write in {folder} ({_reason(error)})"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _check_place(folder: Path, named: Path, option: str | None) -> None:
+    """UserError naming ``named`` unless ``folder`` is, or can become, a writable folder."""
+    existing = _nearest_existing(folder)
+    if not os.path.lexists(existing):
+        raise UserError(f"{_named(named, option)}: no existing folder above it")
+    if not existing.is_dir():
+        where = "is a file" if existing == named else f"{existing} is a file"
+        raise UserError(f"{_named(named, option)}: {where}, not a folder")
+    _probe_writable(existing, named, option)
+
+
+def check_folder(path, *, option: str | None = None, files=()) -> Path:
+    """Refuse ``path`` as an output folder unless it is (or can become) a writable folder
+    in which none of the names ``files`` is taken by a folder.
+
+    Nothing is created: a missing folder is checked through its nearest existing ancestor.
+    Returns ``path`` as a :class:`~pathlib.Path`.
+    """
+    path = Path(path)
+    for name in files:
+        if (path / name).is_dir():
+            raise UserError(f"{_named(path / name, option)}: is a folder, not a file")
+    _check_place(path, path, option)
+    return path
+
+
+def check_file(path, *, option: str | None = None) -> Path:
+    """Refuse ``path`` as an output file if it is a folder or its folder cannot be written."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{_named(path, option)}: is a folder, not a file")
+    if path.name in ("", ".", ".."):
+        raise UserError(f"{_named(path, option)}: names no file")
+    _check_place(path.parent, path, option)
+    return path
+
+
+def _unchanged(path: Path, data: bytes) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
+
+
+class OutputSet:
+    """The files of one command, written together by :meth:`commit` (module docstring).
+
+    Parameters
+    ----------
+    option : the command-line option that named the destination (``"--out"``), quoted in
+        error messages; None when the paths come from elsewhere.
+
+    Members
+    -------
+    files : ``{path: bytes}`` added so far, in order.
+    """
+
+    def __init__(self, *, option: str | None = None) -> None:
+        self.option = option
+        self.files: dict[Path, bytes] = {}
+
+    def add(self, path, data: str | bytes) -> None:
+        """Hold ``data`` (text is UTF-8 encoded) for ``path``; nothing is written yet."""
+        path = Path(path)
+        if path.is_dir():
+            raise UserError(f"{_named(path, self.option)}: is a folder, not a file")
+        self.files[path] = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+    def commit(self) -> dict[Path, bool]:
+        """Write every held file whose bytes changed; ``{path: written}`` in order.
+
+        Raises
+        ------
+        ahasd.errors.UserError
+            naming the path that could not be written; nothing of this set is left behind.
+        """
+        for path in self.files:
+            check_file(path, option=self.option)
+        changed = {path: not _unchanged(path, data) for path, data in self.files.items()}
+        mode = 0o666 & ~_umask()
+        created: list[Path] = []
+        staged: list[tuple[Path, Path]] = []
+        current = None
+        try:
+            for path, data in self.files.items():
+                if not changed[path]:
+                    continue
+                current = path
+                created += _make_folders(path.parent)
+                staged.append((_stage(path, data, mode), path))
+            for temporary, path in staged:
+                current = path
+                os.replace(temporary, path)
+        except OSError as error:
+            _undo(staged, created)
+            raise UserError(
+                f"{_named(current, self.option)}: cannot write ({_reason(error)}); "
+                "nothing of this output set was written"
+            ) from None
+        except BaseException:
+            _undo(staged, created)
+            raise
+        return changed
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and missing parents (umask applies); the ones created, top first."""
+    missing = []
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    created = []
+    for item in reversed(missing):
+        os.mkdir(item)
+        created.append(item)
+    return created
+
+
+def _stage(path: Path, data: bytes, mode: int) -> Path:
+    """Write ``data`` to a temporary sibling of ``path`` (fsynced, ``mode``); its path."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(name, mode)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return Path(name)
+
+
+def _undo(staged: list[tuple[Path, Path]], created: list[Path]) -> None:
+    for temporary, _ in staged:
+        temporary.unlink(missing_ok=True)
+    for folder in reversed(created):
+        # A folder something else has put a file into meanwhile stays.
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def write_file(path, data: str | bytes, *, option: str | None = None) -> bool:
+    """Write one file as an :class:`OutputSet` of one; True if it was (re)written."""
+    outputs = OutputSet(option=option)
+    outputs.add(path, data)
+    return outputs.commit()[Path(path)]
+
+
+class Journal:
+    """An append-only file of one JSON record per line (a sweep's ``results.jsonl``).
+
+    Opening drops a last line without its newline (a run killed mid-write) so that appends
+    start on a line boundary; every :meth:`append` is flushed and fsynced before it returns,
+    so what a killed run finished is kept.
+
+    Parameters
+    ----------
+    path : the file (created with the umask's permissions if missing).
+    valid_bytes : the length of its complete lines (what to keep).
+    option : the option that named the folder, for error messages.
+    """
+
+    def __init__(self, path, *, valid_bytes: int, option: str | None = None) -> None:
+        self.path = Path(path)
+        self.option = option
+        check_file(self.path, option=option)
+        try:
+            _make_folders(self.path.parent)
+            self.handle = self.path.open("ab")
+            self.handle.truncate(valid_bytes)
+        except OSError as error:
+            raise UserError(
+                f"{_named(self.path, option)}: cannot open for appending ({_reason(error)})"
+            ) from None
+
+    def append(self, line: str) -> None:
+        """Append ``line`` and a newline, durably."""
+        try:
+            self.handle.write((line + "\n").encode("utf-8"))
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
+        except OSError as error:
+            raise UserError(
+                f"{_named(self.path, self.option)}: cannot append ({_reason(error)}); the "
+                "finished runs before this one are kept"
+            ) from None
+
+    def close(self) -> None:
+        self.handle.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

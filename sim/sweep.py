@@ -1,0 +1,598 @@
+"""Sweeps: a grid of run settings, run once each, resumable, on processes or on Ray.
+
+- **Grid files** (:func:`load_grid`): a TOML file whose ``[axes]`` table names the values of
+  any run setting, spec-file number, policy parameter or controller parameter; the sweep
+  runs their product (:func:`expand`). See ``docs/reproduce.md`` for the format.
+- **Identity** (:func:`run_identity`): every run has a hash of its fully resolved
+  configuration (the resolved settings, every spec value of the devices, models and pair it
+  reads, the controller and policy parameters), the content hash of its trace and the tool
+  version. A results row carries all three; resume skips exactly the runs whose identity is
+  already in the results file, so a changed spec or trace file reruns what it affects.
+  Two requested runs with one identity (the GPU-only baseline under two NPU+PIM platforms)
+  are simulated once.
+- **Results** (:class:`ResultsDir`): ``DIR/results.jsonl``, one JSON line per run
+  (schema :data:`ROW_SCHEMA`, docs/json.md), appended and fsynced as runs finish
+  (:class:`ahasd.output.Journal`); a half-written last line (a killed sweep) is dropped. A
+  lock file (``DIR/.lock``, ``fcntl.flock``, holding the owner's pid and start time) makes a
+  second sweep into the same directory stop with a message naming the holder.
+- **Backends** (:func:`run_sweep`): ``local`` (a process pool, or in-process for one job)
+  and ``ray`` (Ray tasks on a local instance, or on a cluster given its address).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import datetime
+import fcntl
+import functools
+import hashlib
+import itertools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import ahasd
+from ahasd import golden
+from ahasd.errors import UserError
+from ahasd.output import Journal, check_folder
+from ahasd.sim.config import (
+    CONTROLLER_BLOCKS,
+    DEVICE_SETTINGS,
+    RunSettings,
+    SpecLibrary,
+    controller_params,
+    load_library,
+    read_toml,
+    resolve,
+)
+from ahasd.sim.modes import find_mode, simulate
+from ahasd.sim.modes.hardware import ASSEMBLY_ROLES
+from ahasd.sim.trace_sources import builtin_trace_names
+from ahasd.sim.traces import builtin_trace_paths
+
+__all__ = [
+    "BACKENDS",
+    "RESULTS_FILE",
+    "ROW_SCHEMA",
+    "ResultsDir",
+    "expand",
+    "finished_rows",
+    "load_grid",
+    "run_identity",
+    "run_sweep",
+    "scenario_label",
+    "settings_key",
+]
+
+RESULTS_FILE = "results.jsonl"
+LOCK_FILE = ".lock"
+# The schema of a results row (docs/json.md): /2 identifies runs by their hashes.
+ROW_SCHEMA = "ahasd-sweep-run/2"
+BACKENDS = ("local", "ray")
+
+# RunSettings fields a grid axis may not set (they say how to run, not what).
+_NOT_AXES = {"spec_overrides", "controller_params", "policy_params", "spec_dirs", "record_timeline"}
+# Settings that do not change what a run computes (labels, or folded into spec values).
+_NOT_HASHED = {"platform", "spec_overrides", "spec_dirs", "record_timeline"}
+# Settings only the asynchronous engine reads (the controller's are hashed as parameters).
+_ASYNC_ONLY = ("draft_queue_tokens", "tvc_ratio_bits", "tvc_cycle_bits", "controller_params")
+# Settings that label a scenario only when they differ from their default.
+_SCENARIO_SKIP = {"mode", "pair", "policy", "seed", "trace", "spec_dirs", "record_timeline"}
+
+
+# -- grid files ----------------------------------------------------------------------------
+
+
+def setting_axes() -> tuple[str, ...]:
+    """The RunSettings fields a grid axis may name."""
+    return tuple(f.name for f in fields(RunSettings) if f.name not in _NOT_AXES)
+
+
+def _axis_kind(key: str) -> str:
+    """``setting``, ``spec``, ``policy`` or ``controller``; UserError on anything else."""
+    if key in setting_axes():
+        return "setting"
+    head = key.partition(".")[0]
+    if head in ("devices", "power", "models") and key.count(".") >= 2:
+        return "spec"
+    if head == "policy_params" and key.count(".") == 1:
+        return "policy"
+    if head in CONTROLLER_BLOCKS and key.count(".") == 1:
+        return "controller"
+    raise UserError(
+        f"grid axis {key!r} is unknown: use a run setting ({', '.join(setting_axes())}), "
+        "devices.NAME.FIELD, power.NAME.FIELD, models.NAME.FIELD, policy_params.KEY or "
+        f"{'/'.join(CONTROLLER_BLOCKS)}.FIELD"
+    )
+
+
+@dataclass(frozen=True)
+class GridFile:
+    """A parsed grid file: its axes in file order, each a key and its values."""
+
+    path: str
+    description: str
+    axes: tuple[tuple[str, tuple], ...]
+
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(key for key, _ in self.axes)
+
+
+def load_grid(path: Path) -> GridFile:
+    """Read a grid file (UserError naming the file and the axis on anything wrong).
+
+    Format: an optional ``description`` string and an ``[axes]`` table; each key an axis
+    (see :func:`expand`), each value a list of values or a single value (a list of one).
+    """
+    data = read_toml(Path(path))
+    axes = data.get("axes")
+    if not isinstance(axes, dict) or not axes:
+        raise UserError(f"{path}: needs an [axes] table with at least one axis")
+    unknown = sorted(set(data) - {"axes", "description"})
+    if unknown:
+        raise UserError(f"{path}: unknown top-level key {unknown[0]!r} (description, [axes])")
+    parsed = []
+    for key, values in axes.items():
+        _axis_kind(key)
+        values = tuple(values) if isinstance(values, list) else (values,)
+        if not values:
+            raise UserError(f"{path}: axis {key!r} has no values")
+        parsed.append((key, values))
+    return GridFile(str(path), str(data.get("description", "")), tuple(parsed))
+
+
+def expand(axes: Iterable[tuple[str, tuple]], base: dict) -> list[RunSettings]:
+    """The settings of every point of the product of ``axes`` (first axis outermost) on top
+    of ``base`` (RunSettings keyword arguments).
+
+    An axis is a run setting (``mode``, ``platform``, ``tokens``, ...; ``trace`` accepts
+    ``builtin`` for every built-in trace, ``none`` for the pair's synthetic preset), a spec
+    field (``devices.NAME.FIELD``, ``power.NAME.FIELD``, ``models.NAME.FIELD``, NAME may be
+    ``@npu`` etc.), a policy parameter (``policy_params.KEY``) or a controller parameter
+    (``edc.FIELD``, ``tvc.FIELD``, ``gtsu.FIELD``).
+    """
+    axes = [(key, _expand_values(key, values)) for key, values in axes]
+    points = []
+    for combination in itertools.product(*(values for _, values in axes)):
+        kwargs = dict(base)
+        overrides = list(kwargs.pop("spec_overrides", ()))
+        controller = list(kwargs.pop("controller_params", ()))
+        policy = list(kwargs.pop("policy_params", ()))
+        for (key, _), value in zip(axes, combination, strict=True):
+            kind = _axis_kind(key)
+            if kind == "setting":
+                kwargs[key] = value
+            elif kind == "spec":
+                overrides.append((key, value))
+            elif kind == "policy":
+                policy.append((key.partition(".")[2], value))
+            else:
+                controller.append((key, value))
+        points.append(
+            RunSettings(
+                **kwargs,
+                spec_overrides=tuple(overrides),
+                controller_params=tuple(controller),
+                policy_params=tuple(policy),
+            )
+        )
+    return points
+
+
+def _expand_values(key: str, values: tuple) -> tuple:
+    if key != "trace":
+        return tuple(tuple(v) if isinstance(v, list) else v for v in values)
+    out = []
+    for value in values:
+        if value == "builtin":
+            out += builtin_trace_names()
+        else:
+            out.append(None if value == "none" else value)
+    return tuple(out)
+
+
+# -- identity of a run -----------------------------------------------------------------------
+
+
+def settings_key(settings: RunSettings) -> str:
+    """The requested settings as canonical JSON (what a results row was asked for)."""
+    data = dataclasses.asdict(settings)
+    data.pop("record_timeline")
+    return json.dumps(data, sort_keys=True)
+
+
+def scenario_label(settings: RunSettings) -> str:
+    """Everything a run was asked for beyond mode, pair, policy, seed and trace, as
+    ``key=value`` words (settings that differ from their default, overrides, parameters);
+    runs of one scenario are compared with each other in the report."""
+    words = []
+    for item in fields(RunSettings):
+        name = item.name
+        value = getattr(settings, name)
+        if name in _SCENARIO_SKIP or (name != "platform" and value == item.default):
+            continue
+        if name in ("spec_overrides", "controller_params", "policy_params"):
+            words += [f"{path}={_short(v)}" for path, v in value]
+        else:
+            words.append(f"{name}={_short(value)}")
+    return " ".join(words)
+
+
+def _short(value) -> str:
+    return format(value, "g") if isinstance(value, float) else str(value)
+
+
+def _spec_dict(spec) -> dict:
+    data = dataclasses.asdict(spec)
+    data.pop("sources", None)
+    return data
+
+
+def run_identity(settings: RunSettings, library: SpecLibrary) -> dict:
+    """``config_hash``, ``trace_hash``, ``version`` and their combination ``run_id``.
+
+    The configuration hash covers the resolved settings (without the platform's name and
+    the override list: their effect is in the spec values), the specs of the devices the
+    mode's hardware assembly reads (and their power figures), the pair and its two models,
+    the controller parameters (asynchronous modes) and the policy parameters.
+    """
+    resolved, used = resolve(settings, library)
+    mode = find_mode(resolved.mode)
+    roles = ASSEMBLY_ROLES[mode.assembly]
+    config = {
+        key: value
+        for key, value in dataclasses.asdict(resolved).items()
+        if key not in _NOT_HASHED and (key not in DEVICE_SETTINGS or key in roles)
+    }
+    if "pim" not in roles:
+        del config["memory_sharing"]  # a mode without the LPDDR5-PIM shares nothing
+    if mode.engine != "async":
+        for name in _ASYNC_ONLY:
+            del config[name]
+    if mode.assembly != "specpim-split":
+        del config["specpim_planned_draft"]
+    pair = used.pair(resolved.pair)
+    draft = used.model(resolved.draft_model or pair.draft)
+    target = used.model(resolved.target_model or pair.target)
+    specs = {
+        "devices": {role: _spec_dict(used.device(getattr(resolved, role))) for role in roles},
+        "power": {role: _spec_dict(used.power_of(getattr(resolved, role))) for role in roles},
+        "pair": dataclasses.asdict(pair),
+        "models": [_spec_dict(draft), _spec_dict(target)],
+    }
+    if mode.engine == "async":
+        specs["controller"] = [p.as_dict() for p in controller_params(resolved)]
+    config_hash = _digest({"settings": config, "specs": specs})
+    trace_hash = _trace_hash(resolved, pair.preset)
+    version = model_version()
+    return {
+        "run_id": _digest([config_hash, trace_hash, version]),
+        "config_hash": config_hash,
+        "trace_hash": trace_hash,
+        "version": version,
+    }
+
+
+@functools.cache
+def model_version() -> str:
+    """The tool version plus a digest of the code a run's result depends on.
+
+    ``ahasd.__version__`` alone would let a resumed sweep reuse rows an edited model would
+    now compute differently; the digest covers the source of the system model, the golden
+    models and the shared parameters (``+`` and 12 hex digits, e.g. ``0.1.0+3f2a...``).
+    """
+    root = Path(ahasd.__file__).parent
+    packages = (Path(__file__).parent, Path(golden.__file__).parent)
+    files = sorted(p for package in packages for p in package.rglob("*.py"))
+    files += [root / "params.py", root / "errors.py"]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return f"{ahasd.__version__}+{digest.hexdigest()[:12]}"
+
+
+def _digest(obj) -> str:
+    text = json.dumps(obj, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _trace_hash(settings: RunSettings, preset: str) -> str:
+    """Content hash of a trace file; for a generated trace, of what generates it."""
+    spec = settings.trace
+    builtin = {p.name.removesuffix(".jsonl"): p for p in builtin_trace_paths()}
+    if spec is not None and not spec.startswith("iid:") and spec in builtin:
+        return _file_digest(builtin[spec])
+    if spec is not None and not spec.startswith("iid:") and Path(spec).is_file():
+        return _file_digest(Path(spec))
+    generated = spec or f"synthetic:{preset}"
+    return _digest([generated, settings.tokens, settings.seed])
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:20]
+
+
+# -- the results directory -----------------------------------------------------------------
+
+
+class ResultsDir:
+    """``DIR/results.jsonl`` under ``DIR/.lock``: use as a context manager.
+
+    Entering takes the lock (a UserError naming the holder if another process has it),
+    reads the finished rows and drops a half-written last line; :meth:`append` writes one
+    row and fsyncs it. Leaving releases the lock.
+    """
+
+    def __init__(self, directory: Path, *, option: str | None = "--out") -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / RESULTS_FILE
+        self.option = option
+        self.rows: list[dict] = []
+        self._lock = None
+        self._journal = None
+
+    def __enter__(self) -> ResultsDir:
+        check_folder(self.directory, option=self.option)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        lock = (self.directory / LOCK_FILE).open("a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            lock.close()
+            raise UserError(
+                f"{self.directory} is in use by another sweep ({holder}); wait for it to "
+                "finish (it resumes where it stops) or write to another --out"
+            ) from None
+        started = datetime.datetime.now().isoformat(timespec="seconds")
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}, started {started}\n")
+        lock.flush()
+        self._lock = lock
+        try:
+            self.rows, valid = read_results(self.path)
+            self._journal = Journal(self.path, valid_bytes=valid, option=self.option)
+        except BaseException:
+            self._unlock()
+            raise
+        return self
+
+    def append(self, row: dict) -> None:
+        self._journal.append(json.dumps(row))
+        self.rows.append(row)
+
+    def _unlock(self) -> None:
+        fcntl.flock(self._lock, fcntl.LOCK_UN)
+        self._lock.close()
+
+    def __exit__(self, *exc) -> None:
+        self._journal.close()
+        self._unlock()
+
+
+def read_results(path: Path) -> tuple[list[dict], int]:
+    """Complete result lines of ``path`` and the byte length they occupy.
+
+    A final line without its newline (a sweep killed mid-write) is ignored; the writer
+    truncates it away before appending. A line that is not JSON is a UserError.
+    """
+    path = Path(path)
+    if not path.exists():
+        return [], 0
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise UserError(f"{path}: cannot read ({error.strerror or error})") from None
+    end = data.rfind(b"\n") + 1
+    rows = []
+    for number, line in enumerate(data[:end].splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            raise UserError(f"{path}: line {number} is not JSON; move the file away") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}: line {number} is not a JSON object; move the file away")
+        rows.append(row)
+    return rows, end
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+def _run_one(settings: RunSettings) -> dict:
+    """The summary of one run (module level: it is pickled to worker processes).
+
+    A run the model refuses while running (a :class:`UserError`, e.g. a controller width
+    that would saturate under a perturbed number) gives a row with its ``error`` instead of
+    stopping the sweep; such rows are kept (resume does not retry them) and left out of
+    every table.
+    """
+    try:
+        return simulate(settings).summary
+    except UserError as error:
+        return {
+            "mode": settings.mode,
+            "pair": settings.pair,
+            "policy": settings.policy,
+            "seed": settings.seed,
+            "error": str(error),
+        }
+
+
+class Progress:
+    """A plain progress line on stderr per finished run (the command line passes its own
+    bar, :class:`ahasd.cli.progress.Progress`, which has the same two methods)."""
+
+    def __init__(self, label: str, total: int, stream=None) -> None:
+        self.label, self.total = label, total
+        self.stream = stream or sys.stderr
+        self.started = time.perf_counter()
+
+    def update(self, done: int, note: str = "") -> None:
+        elapsed = time.perf_counter() - self.started
+        self.stream.write(f"{self.label}: {done}/{self.total} runs, {elapsed:.1f} s {note}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Nothing to finish: every line is complete."""
+
+
+def run_sweep(
+    grid: list[RunSettings],
+    out: Path,
+    *,
+    jobs: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    label: str = "sweep",
+    progress: Callable[[str, int], object] = Progress,
+) -> tuple[list[dict], int]:
+    """Run every point of ``grid`` not yet in ``out/results.jsonl``; return the rows of
+    the grid in grid order and how many runs were simulated.
+
+    Every point is checked (platform, devices, overrides, controller parameters) before
+    anything runs. Points with equal identity are simulated once; a point whose identity
+    is in the file under other labels gets a row copied from it. ``progress(label, total)``
+    makes the progress display (``update(done, note)``, ``close()``), shown while runs are
+    simulated.
+    """
+    if backend not in BACKENDS:
+        raise UserError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
+    if jobs < 1:
+        raise UserError(f"--jobs must be at least 1, not {jobs}")
+    libraries = {}
+    identities = []
+    for settings in grid:
+        library = libraries.get(settings.spec_dirs) or load_library(settings.spec_dirs)
+        libraries[settings.spec_dirs] = library
+        identities.append(run_identity(settings, library))
+    with ResultsDir(out) as results:
+        by_request = {(r.get("key"), r.get("run_id")): r for r in results.rows}
+        by_run = {r.get("run_id"): r for r in results.rows}
+        requests: dict[str, list[RunSettings]] = {}  # run id -> the points asking for it
+        for settings, identity in zip(grid, identities, strict=True):
+            requests.setdefault(identity["run_id"], []).append(settings)
+        to_run = {run_id: points[0] for run_id, points in requests.items() if run_id not in by_run}
+        identity_of = {i["run_id"]: i for i in identities}
+
+        def record(run_id: str) -> None:
+            """Append a row for every request of ``run_id`` that has none yet."""
+            for settings in requests[run_id]:
+                key = (settings_key(settings), run_id)
+                if key not in by_request:
+                    by_request[key] = _row(settings, identity_of[run_id], by_run[run_id])
+                    results.append(by_request[key])
+
+        bar = progress(label, len(to_run)) if to_run else None
+        done = []
+
+        def finished(run_id: str, summary: dict) -> None:
+            by_run[run_id] = summary
+            record(run_id)  # at once: an interrupted sweep keeps what finished
+            done.append(run_id)
+            bar.update(len(done), f"{summary['mode']} {summary['pair']} {summary['policy']}")
+
+        try:
+            _execute(to_run, finished, jobs=jobs, backend=backend, address=address)
+        finally:
+            if bar is not None:
+                bar.close()
+        for run_id in requests:
+            record(run_id)
+        rows = [
+            by_request[(settings_key(settings), identity["run_id"])]
+            for settings, identity in zip(grid, identities, strict=True)
+        ]
+    return rows, len(to_run)
+
+
+_ROW_META = ("schema", "key", "run_id", "config_hash", "trace_hash", "version", "scenario")
+
+
+def finished_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """``rows`` split into the runs that finished and the runs the model refused."""
+    return [r for r in rows if "error" not in r], [r for r in rows if "error" in r]
+
+
+def _row(settings: RunSettings, identity: dict, summary: dict) -> dict:
+    """A results row: the request's identity and labels, then the run's summary."""
+    summary = {k: v for k, v in summary.items() if k not in _ROW_META}
+    return {
+        "schema": ROW_SCHEMA,
+        "key": settings_key(settings),
+        **identity,
+        "scenario": scenario_label(settings),
+        **summary,
+        "platform": settings.platform,
+    }
+
+
+def _execute(
+    to_run: dict[str, RunSettings],
+    finished: Callable[[str, dict], None],
+    *,
+    jobs: int,
+    backend: str,
+    address: str | None,
+) -> None:
+    if not to_run:
+        return
+    if backend == "ray":
+        _execute_ray(to_run, finished, jobs=jobs, address=address)
+    elif jobs == 1 or len(to_run) == 1:
+        for run_id, settings in to_run.items():
+            finished(run_id, _run_one(settings))
+    else:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(_run_one, s): run_id for run_id, s in to_run.items()}
+            for future in concurrent.futures.as_completed(futures):
+                finished(futures[future], future.result())
+
+
+def _execute_ray(
+    to_run: dict[str, RunSettings],
+    finished: Callable[[str, dict], None],
+    *,
+    jobs: int,
+    address: str | None,
+) -> None:
+    """Ray tasks, one per run; a local instance of ``jobs`` CPUs unless ``address`` names
+    a cluster (whose workers must have this package installed)."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--backend ray needs Ray: pip install 'ahasd[ray]'") from None
+    import logging
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        options = {
+            "include_dashboard": False,
+            "logging_level": logging.WARNING,
+            "log_to_driver": False,
+        }
+        if address is None:
+            # A small local instance: the sweep's CPUs, a minimal object store (the results
+            # are small dicts).
+            options.update(num_cpus=jobs, object_store_memory=96 * 1024 * 1024)
+        ray.init(address=address, **options)
+    try:
+        remote = ray.remote(num_cpus=1)(_run_one)
+        pending = {remote.remote(s): run_id for run_id, s in to_run.items()}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                finished(pending.pop(ref), ray.get(ref))
+    finally:
+        if started_here:
+            ray.shutdown()
