@@ -22,7 +22,7 @@ own and SOFTMAX, NORM and the gates share one ``18 x scale_bits`` multiplier.
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -309,11 +309,16 @@ class BackEnd(wiring.Component):
             self.blocked.eq((valid4 & ~self.o.ready) | (wants_param & ~self.param.valid)),
         ]
         gamma, beta = self.param.payload.gamma, self.param.payload.beta
-        # |z G| <= 2**39, so |round_shift(z G, 16)| <= 2**23 and |y| < 2**23 + 2**15
-        scaled = _round_shift(value3 * gamma, NORM_Z_FRAC)[:NORM_Z_BITS].as_signed()
+        # round_shift(z G, 16) + B = (z G + B * 2**16 + 2**15) >> 16: the bias and the
+        # rounding half are one addend, {B, 0x8000}, a concatenation, which the multiplier's
+        # adder tree takes in (one adder fewer on the path). |z G| <= 2**39, so
+        # |y| < 2**23 + 2**15.
+        product_bits_out = NORM_Z_BITS + LOGIT_BITS
+        addend = Cat(Const(1 << (NORM_Z_FRAC - 1), NORM_Z_FRAC), beta).as_signed()
         y = Signal(signed(NORM_Z_BITS + 1))
         with m.If(wants_param):
-            m.d.comb += y.eq(scaled + widen(m, beta, NORM_Z_BITS))
+            biased = value3 * gamma + widen(m, addend, product_bits_out)
+            m.d.comb += y.eq(biased.shift_right(NORM_Z_FRAC))
         with m.If(advance):
             m.d.sync += [valid4.eq(valid3), last4.eq(last3)]
             with m.If(~norm3):
