@@ -1,52 +1,70 @@
 """AAU: attention algorithm unit (spec 2.4, ``docs/aau.md``).
 
-A streaming unit at one INT16 Q8.8 element per cycle. Per vector, in one of four modes:
+A streaming unit at one INT16 Q8.8 element per cycle. Per vector, in one of ten modes
+(``docs/aau.md`` section 11):
 
-=============  =============================================================================
-``STATS``      online max with rescaling: ``max``, ``argmax``, the accumulators ``Z`` and
-               ``W`` with their exponent ``R``, ``recip = 2**56 // Z``, top-1 probability
-               (UQ0.16) and entropy (UQ4.12 nats); one ``result``
-``SOFTMAX``    second pass over the vector of the last ``STATS`` pass: ``p_i`` (UQ0.16), one
-               ``o`` element per input element, same order, same ``last``
-``SUM``        ``sum_i X_i`` (exact, Q24.8 for the default length); one ``result``
-``MAX``        ``max_i X_i`` and the lowest index holding it; one ``result``
-=============  =============================================================================
+=================  =========================================================================
+``STATS``          online max with rescaling: ``max``, ``argmax``, the accumulators ``Z``
+                   and ``W`` with their exponent ``R``, ``recip = 2**56 // Z``, top-1
+                   probability (UQ0.16) and entropy (UQ4.12 nats); one ``result``
+``SOFTMAX``        second pass over the vector of the last ``STATS`` pass: ``p_i`` (UQ0.16),
+                   one ``o`` element per input element, same order, same ``last``
+``SUM``            ``sum_i X_i`` (exact, Q24.8 for the default length); one ``result``
+``MAX``            ``max_i X_i`` and the lowest index holding it; one ``result``
+``LAYERNORM``,     first pass of a LayerNorm (RMSNorm): ``S1 = sum X``, ``S2 = sum (X**2
+``RMSNORM``        2**16 + E)``; the post pass computes ``1/sqrt(var + eps)`` as ``r``, ``k``
+                   (integer square root and a division) and holds it; one ``result``
+``NORM``           second pass: ``z_i = clamp(((N X_i - T) r) >> k)``, ``y_i =
+                   clamp(round_shift(z_i G_i, 16) + B_i)`` in Q8.8, ``(G_i, B_i)`` from the
+                   ``param`` stream; one ``o`` element each
+``RELU``           ``max(X, 0)``; one ``o`` element each
+``SILU``/``GELU``  ``x * g(x)``, the gate ``g(|x|)`` from an interpolated table and
+                   ``g(-a) = 1 - g(a)``; Q8.8, one ``o`` element each
+=================  =========================================================================
 
-The arithmetic is ``docs/aau.md`` sections 2 to 8, bit for bit: base-2 exponent with an
+The arithmetic is ``docs/aau.md`` sections 2 to 11, bit for bit: base-2 exponent with an
 integer reference ``R``, so the online rescaling of the accumulators is a right shift and no
 multiplier sits in a feedback loop; ``exp`` and ``log2`` from small interpolated tables; the
 two post-pass divisions (``W / Z`` and ``2**56 / Z``) by two radix-2 restoring dividers that
-run side by side (32 and 25 cycles). Ties in ``argmax``: the lowest index wins (strict ``>``),
-in every mode.
+run side by side (32 and 25 cycles); NORM's ``U = N S2 - 2**16 T**2`` by two bit-serial
+multipliers, its root by a digit recurrence and its ``r = 2**47 // s`` on the recip divider.
+Ties in ``argmax``: the lowest index wins (strict ``>``), in every mode.
 
-Structure (``m.submodules`` names; the arithmetic units are in ``hw/aau_units.py``)::
+Structure (``m.submodules`` names; the arithmetic units are in ``hw/aau_units.py``, the
+element lane in ``hw/aau_back_end.py``)::
 
-    reg0      input register                  X, last, mode, first
+    reg0      input register                  X, last, mode (decoded), first
     exp       Exp2Unit, 3 stages              t = X * log2 e; table read; M    (reg1..reg3)
-    reg4      P = M * X                       (17 x 16 mult); R loop: R := max(R, n),
+    gate      GateUnit, 3 stages, beside exp  |x|; gate-table read; g      (SILU, GELU)
+    reg4      P = M * X (X * X: NORM modes)   (18 x 16 mult); R loop: R := max(R, n),
                                               k = R_new - R, s = R_new - n   (1-cycle loop)
     reg5      e = (M << 16) >> s, w = (P << 4) >> s                (barrel shifters, 6-bit s)
-    acc       Z := (Z >> k) + e, W := (W >> k) + w, SUM, max/argmax/M_max      (1-cycle loops)
-    reg6      SOFTMAX elements only (M, n)
-    reg7      s_i = R_stats - n, M * recip_stats                                 (17 x 25 mult)
-    reg8      p_i = min(65535, round_shift(M * recip, 24 + s_i))                 -> ``o``
+    acc       Z := (Z >> k) + e, W := (W >> k) + w, SUM, S2, max/argmax/M_max  (1-cycle loops)
+    back_end  BackEnd, 4 registers: operands (the held R/recip or N r/T r/k read here),
+              a * b - c (18 x 41 mult), rounding per mode, NORM's z * G + B   -> ``o``
     post_pass PostPass: the finished accumulators in, the result out
-      mean_divider, recip_divider   RestoringDivider x 2: (|W| << 28) // Z, 2**56 // Z
+      mean_divider, recip_divider   RestoringDivider x 2: (|W| << 28) // Z, 2**56 // Z;
+                                    the recip divider also 2**47 // s for NORM
       log                           LogUnit: ln S from Z and R (leading one, table, * ln 2)
+      product_a, product_b          ShiftAddMultiplier x 2: N S2, T**2, then N r, |T| r
+      norm_lead, root               LeadingOne of U (k); RestoringSquareRoot: s = isqrt(V)
 
 After a reduction vector's last element is accumulated, the post pass takes a copy of the
-accumulators (so the next vector streams on while it runs), starts both dividers and lets
-the log pipeline settle; one cycle combines the quotients into ``top1`` and ``entropy``; the
-result is then offered on ``result``.
+accumulators (so the next vector streams on while it runs) and runs the mode's phases:
+STATS starts both dividers and lets the log pipeline settle, then one cycle combines the
+quotients into ``top1`` and ``entropy``; LAYERNORM/RMSNORM run products, normalisation,
+root, division and products again (``norm_post_pass_cycles``); the result is then offered on
+``result``.
 
 Critical path: no multiplier sits in a loop. The accumulate loop (a 6-level barrel shifter of
-53 bits, then a 53-bit adder) and the divider step (one 50-bit subtract whose borrow selects
-the remainder) are each one adder deep; generic synthesis (yosys ``synth; ltp``) finds the
-divider step the longest path (104 gate levels with ripple-carry adders), ahead of the
-single-stage multipliers (16 x 25 in ``exp``, 17 x 25 at reg7 and in the post pass's
-``top1``, 30 x 24 for ``ln 2``), each of which could take a second stage without changing a
-result. The stall net fans ``o.ready`` out to the enables of every element register (see
-``i``).
+53 bits, then a 53-bit adder), the divider and root steps (one subtract whose borrow selects
+the remainder) and the bit-serial multipliers' steps (one add, up to 63 bits) are each one
+adder deep; with ripple-carry adders (yosys ``synth; ltp``) the 63-bit add of ``N * S2`` is
+the longest path (129 gate levels), with delay-mapped gates the STATS combining cycle (44
+levels). The single-stage multipliers (16 x 25 in ``exp``, 18 x 16 at reg4, 18 x 41 and
+25 x 16 in the back end, 17 x 25 in the post pass's ``top1``, 30 x 24 for ``ln 2``) could
+each take a second stage without changing a result. The stall net fans ``o.ready`` and
+``param.valid`` out to the enables of every element register (see ``i``).
 """
 
 from __future__ import annotations
