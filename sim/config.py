@@ -823,7 +823,8 @@ class RunSettings:
 CONTROLLER_BLOCKS = {"edc": EDCParams, "tvc": TVCParams, "gtsu": GTSUParams}
 # Override sections: spec-file kind -> (SpecLibrary attribute, dataclass, field check).
 _OVERRIDE_SECTIONS = {"devices": DeviceSpec, "power": PowerSpec, "models": ModelSpec}
-_OVERRIDE_TEXT_FIELDS = {"name", "kind", "description", "sources", "device"}
+# Not numbers: left out of the spec-field overrides (a model's operator fields are names).
+_OVERRIDE_TEXT_FIELDS = {"name", "kind", "description", "sources", "device", *MODEL_CHOICES}
 
 
 def overridable_fields(section: str) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from ahasd.hw.aau import (
     accumulators_layout,
     norm_post_pass_cycles,
 )
+from ahasd.hw.aau_back_end import BackEnd
 from ahasd.hw.aau_units import (
     EXP_LATENCY,
     GATE_LATENCY,
@@ -40,6 +41,8 @@ from ahasd.hw.aau_units import (
     RestoringDivider,
     RestoringSquareRoot,
     ShiftAddMultiplier,
+    gelu_table,
+    silu_table,
 )
 from ahasd.params import AAUParams
 
@@ -595,7 +598,7 @@ def test_post_pass_against_doc(params):
         # length 1 at X = 0: Z = 2**32, W = 0, R = 0: recip = 2**24, top1 saturates
         {"mode": Mode.STATS, "max": 0, "argmax": 0, "sum": 0, "z": 1 << 32, "w": 0,
          "ref": 0, "m_max": 65536},
-        # four zeros (doc 12's hand case): Z = 2**34, entropy = ln 4
+        # four zeros (doc 15's hand case): Z = 2**34, entropy = ln 4
         {"mode": Mode.STATS, "max": 0, "argmax": 0, "sum": 0, "z": 1 << 34, "w": 0,
          "ref": 0, "m_max": 65536},
     ]  # fmt: skip
@@ -850,8 +853,6 @@ def test_gate_rejects(kwargs, error, message):
 
 
 def test_gate_rtl_tables_match_the_doc():
-    from ahasd.hw.aau_units import gelu_table, silu_table
-
     for bits in range(1, 11):
         assert (silu_table(bits), gelu_table(bits)) == doc_gate_tables(bits), bits
 
@@ -1003,3 +1004,10 @@ def test_post_pass_norm_publishes_and_times():
     assert trace[cycles + 1 :] == [(0, 0, 1, (scale, offset, k))] * 3
     assert offset < 0
     assert scale == len(codes) * r
+
+
+# ---- BackEnd -------------------------------------------------------------------------------
+
+
+def test_back_end_rejects():
+    check_rejection(lambda: BackEnd(3), TypeError, "params must be an AAUParams, not 3")
