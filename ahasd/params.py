@@ -206,18 +206,24 @@ class QueueParams(_Params):
 
 @dataclass(frozen=True)
 class AAUParams(_Params):
-    """Attention algorithm unit (spec 2.4).
+    """Attention algorithm unit (spec 2.4, ``docs/aau.md``).
 
     Attributes
     ----------
     max_length : longest vector (elements); sets the accumulator widths.
     exp_table_bits : address bits of the 2**-f lookup table used by exp.
     ln_table_bits : address bits of the log2(1+m) lookup table used by ln.
+    gate_table_bits : address bits of the SILU and GELU gate tables (``2**bits + 1``
+        entries each over ``|x| < 16`` and ``|x| < 4``), 1 to 10.
+    norm_eps : the LayerNorm/RMSNorm epsilon as a code, ``eps = norm_eps / 2**32`` (in the
+        units of ``x**2``), 1 to 65535; the default 42950 is ``1e-5``.
     """
 
     max_length: int = 65536
     exp_table_bits: int = 6
     ln_table_bits: int = 6
+    gate_table_bits: int = 6
+    norm_eps: int = 42950
 
     LOGIT_BITS = 16  # Q8.8
     LOGIT_FRAC_BITS = 8
@@ -226,6 +232,8 @@ class AAUParams(_Params):
         _check_int(self, "max_length", 1, 1 << 20)
         _check_int(self, "exp_table_bits", 1, 12)
         _check_int(self, "ln_table_bits", 1, 12)
+        _check_int(self, "gate_table_bits", 1, 10)
+        _check_int(self, "norm_eps", 1, (1 << 16) - 1)
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ class CosimStats:
     gtsu_switch_cycles: dict = field(default_factory=dict)
     gtsu_request_latency: dict = field(default_factory=dict)
     calls: int = 0
+    orders_posted: int = 0  # pre-verification orders the CPU wrote (one per switch to it)
     polls: int = 0  # reads of PREVERIFY_QUEUE_LEVEL until an order showed (polling mode)
     interrupts: int = 0  # interrupts taken (interrupt mode)
     irq_other_causes: list = field(default_factory=list)  # causes besides preverify
@@ -92,6 +93,7 @@ class CosimStats:
             "rewound_cycles": self.rewound_cycles,
             "stationary_checks": self.stationary_checks,
             "calls": self.calls,
+            "orders_posted": self.orders_posted,
             "polls": self.polls,
             "interrupts": self.interrupts,
             "irq_other_causes": list(self.irq_other_causes),
@@ -432,6 +434,7 @@ class RTLController:
         await self.clock.next()
         if task == Task.PREVERIFY:
             await send(queues.preverify_w, self.clock, 0, HANDSHAKE_LIMIT)
+            self.stats.orders_posted += 1
             requested = self.cycle
             await self._learn_order_pending()
         else:

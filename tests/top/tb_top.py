@@ -117,6 +117,9 @@ LEVELS = {
 }
 
 
+FILL_EVERY = 1500  # EDC events between two directed fills (see Stimulus.filling)
+
+
 @dataclass
 class EdcEvent:
     """An EDC event being presented; ``probes`` > 0: a DRAFT against a full EDC, withdrawn
@@ -348,6 +351,11 @@ class Stimulus:
         # Traffic state.
         self.want_draft = 0
         self.edc_rate = 0.5
+        # Every FILL_EVERY EDC events the PIM drafts until the EDC is full and then probes
+        # it, so each seed sees refused DRAFTs (the random walk of the LLR may never reach
+        # full on its own).
+        self.edc_events_made = 0
+        self.filling = False
         self.decision_stall = 0.1
         self.answer_stall = 0.2
         self.preverify_take = 0.05
@@ -430,13 +438,17 @@ class Stimulus:
         hmax = golden.edc.hmax
         llr = golden.edc.llr
         full = golden.edc_refuses_draft()
-        if full and rng.random() < 0.5 and self.edc_settled():
+        self.edc_events_made += 1
+        if self.edc_events_made % FILL_EVERY == 0:
+            self.filling = True
+        if full and (self.filling or rng.random() < 0.5) and self.edc_settled():
+            self.filling = False
             # A DRAFT against a full EDC: it must be refused for a few cycles (then it is
             # withdrawn and the VERIFY that frees a slot goes first).
             length = rng.randrange(1, max_length + 1)
             return EdcEvent("draft", (0, length), edc.draft_bits(0, length), rng.randrange(1, 5))
         verify_share = 0.2 + 0.6 * llr / p.llr_max
-        if full or rng.random() < verify_share:
+        if not self.filling and (full or rng.random() < verify_share):
             if llr == 0 and rng.random() < 0.9:
                 pass  # mostly avoid the protocol error; draft instead
             else:
@@ -497,7 +509,9 @@ class Stimulus:
         if self.edc_event is None and not hold_edc and not self.stop:
             if rng.random() < 0.002:
                 self.edc_rate = rng.choice([0.1, 0.5, 0.9])
-            if rng.random() < self.edc_rate:
+            if self.filling and self.golden.edc_refuses_draft() and not self.edc_settled():
+                pass  # full: wait until it settles, so the probe's refusals can be checked
+            elif rng.random() < self.edc_rate:
                 self.edc_event = self.new_edc_event()
         if self.edc_event is not None:
             d.edc.event.present(self.edc_event.bits)
