@@ -21,6 +21,10 @@ fail proves nothing.
 - ``PostPass`` (the shortest ``max_length``): ``result.valid``, ``i.ready`` and
   ``stats_busy`` follow the documented timing exactly, the result is held until taken and
   ``stats_ref``/``stats_recip`` change only when a ``STATS`` result is published.
+- The whole ``AAU`` at ``max_length = 4``: the ``max`` and ``argmax`` of every ``MAX`` and
+  ``STATS`` result are the spec's ``max_i X_i`` and the lowest index holding it, for every
+  16-bit input and every length 1..4 (bounded from reset over the first vector and its
+  result, which makes it complete for that vector; free backpressure on ``result``).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from amaranth.hdl import (
 )
 from harness.formal import check
 
-from ahasd.hw.aau import Mode, PostPass
+from ahasd.hw.aau import AAU, REDUCTION_LATENCY, RESULT_LATENCY, Mode, PostPass
 from ahasd.hw.aau_back_end import BACK_END_LATENCY, BackEnd, ElementKind
 from ahasd.hw.aau_units import (
     EXP_LATENCY,
@@ -932,4 +936,102 @@ def test_back_end_norm_proof_fails_on_planted_bug():
         name="aau_back_end_norm_mutant",
         mode="bmc",
         depth=NORM_SATURATION_DEPTH,
+    )
+
+
+# ---- the whole AAU: MAX and STATS maximum and argmax ------------------------------------
+
+# Four-element vectors: every length 1..4 and every 16-bit input, with the argmax field
+# two bits wide (so an index that wraps or a wrong width would show).
+EXTREMA_PARAMS = AAUParams(max_length=4, exp_table_bits=3, ln_table_bits=3)
+EXTREMA_LATENCY = {Mode.MAX: REDUCTION_LATENCY, Mode.STATS: RESULT_LATENCY}
+
+
+class Extrema(Elaboratable):
+    """The result of every ``mode`` vector (``MAX`` or ``STATS``) carries the spec's
+    ``max_i X_i`` and the lowest index holding it (spec 2.4; ties: the first wins), for free
+    elements and lengths 1..``max_length``, with free backpressure on ``result``.
+
+    The wrapper offers one vector at a time (the next once the previous result is taken) and
+    computes the expected fields itself as the elements are accepted; a result while none is
+    expected fails too.
+    """
+
+    def __init__(self, mode: Mode, aau_class=AAU):
+        self.mode = mode
+        self.aau_class = aau_class
+
+    def elaborate(self, platform):
+        p = EXTREMA_PARAMS
+        m = Module()
+        m.submodules.dut = dut = self.aau_class(p)
+        m.d.comb += Assume(~ResetSignal())
+        index = Signal(range(p.max_length))
+        expected_max = Signal(signed(16))
+        expected_argmax = Signal(range(p.max_length))
+        waiting = Signal()  # a whole vector is in, its result not yet taken
+        last = Signal()
+        m.d.comb += [
+            last.eq(AnySeq(1) | (index == p.max_length - 1)),
+            dut.i.valid.eq(AnySeq(1) & ~waiting),
+            dut.i.payload.data.eq(AnySeq(16)),
+            dut.i.payload.last.eq(last),
+            # a planted-bug copy brings its own Mode class: drive and compare the codes
+            dut.i.payload.mode.as_value().eq(self.mode.value),
+            dut.o.ready.eq(1),
+            dut.param.valid.eq(0),
+            dut.result.ready.eq(AnySeq(1)),
+        ]
+        x = dut.i.payload.data
+        with m.If(dut.i.valid & dut.i.ready):
+            m.d.sync += index.eq(Mux(last, 0, index + 1))
+            with m.If((index == 0) | (x > expected_max)):
+                m.d.sync += [expected_max.eq(x), expected_argmax.eq(index)]
+            with m.If(last):
+                m.d.sync += waiting.eq(1)
+        result = dut.result.payload
+        with m.If(dut.result.valid):
+            m.d.comb += [
+                Assert(waiting),
+                Assert(result.mode.as_value() == self.mode.value),
+                Assert(result.max == expected_max),
+                Assert(result.argmax == expected_argmax),
+            ]
+            with m.If(dut.result.ready):
+                m.d.sync += waiting.eq(0)
+        return m
+
+
+def extrema_depth(mode: Mode) -> int:
+    """Reset, a vector of ``max_length`` elements, its result, one cycle held: every input
+    of the first vector, complete for each length."""
+    return 1 + EXTREMA_PARAMS.max_length + EXTREMA_LATENCY[mode] + 2
+
+
+@pytest.mark.parametrize("mode", [Mode.MAX, Mode.STATS], ids=["max", "stats"])
+def test_maximum_and_argmax_equal_the_spec(mode):
+    check(
+        Extrema(mode),
+        name=f"aau_extrema_{mode.name.lower()}",
+        mode="bmc",
+        depth=extrema_depth(mode),
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # ties go to the last index instead of the first
+        ("(s5_tag.x > acc_max)", "(s5_tag.x >= acc_max)"),
+        # the index of the previous element
+        ("acc_argmax.eq(index_now)", "acc_argmax.eq(acc_index)"),
+    ],
+    ids=["last_of_ties", "index_off_by_one"],
+)
+def test_extrema_proof_fails_on_planted_bugs(old, new):
+    fails(
+        Extrema(Mode.MAX, mutant(AAU, old, new)),
+        name="aau_extrema_mutant",
+        mode="bmc",
+        depth=extrema_depth(Mode.MAX),
     )
