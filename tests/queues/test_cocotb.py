@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness import small_params
 from harness.cocotb_run import run_block_cocotb
 
 from ahasd.params import QueueParams
@@ -33,12 +34,15 @@ def test_queues_random_traffic(ratio):
 
 
 @pytest.mark.cocotb
-def test_queues_small_depths():
-    """Non-default parameters: tiny queues fill and wrap their pointers constantly."""
+@pytest.mark.parametrize("ratio", ["npu1000_pim800", "7to3"])
+def test_queues_small_depths(ratio):
+    """The formal tier's parameter set (queues of 4, 2 and 4 entries, narrow fields, 2-bit
+    epochs; the netlist the mutation campaign mutates): tiny queues fill, drain and wrap
+    their pointers constantly."""
     run_block_cocotb(
         "queues",
-        QueueParams(draft_depth=4, feedback_depth=2, preverify_depth=8, epoch_bits=2),
+        small_params.QUEUES,
         test_module="tb_queues",
         test_dir=HERE,
-        extra_env={"AHASD_CLOCKS": "1250:1000:1500", "AHASD_ENTRIES": "5000"},
+        extra_env={"AHASD_CLOCKS": RATIOS[ratio], "AHASD_ENTRIES": "5000"},
     )
