@@ -1,8 +1,16 @@
-"""Queues, formal tier: the draft queue neither drops nor duplicates a non-stale entry.
+"""Queues, formal tier: no queue drops, duplicates or reorders an entry.
 
-Bounded model check with yowasp-sby in multiclock mode: the writer's and the reader's clocks
-are free inputs, so every interleaving of the two clocks (every ratio, every phase) within
-the bound is explored, along with every valid/ready pattern.
+Unbounded (k-induction, :class:`QueuePointers`): all three queues of ``AsyncQueues`` at
+the reduced parameter set, free clocks; each FIFO pointer is exactly its side's transfer
+count, memory slots follow the counts, a write is accepted only into a free slot and a read
+(or squash) takes only a written one, for all time. The data itself (the entry that comes
+out is the one that went in, stale ones squashed) is the bounded check below: the memory's
+contents are not signals a wrapper can name.
+
+The draft queue's data, bounded model check with yowasp-sby in multiclock mode: the
+writer's and the reader's clocks are free inputs, so every interleaving of the two clocks
+(every ratio, every phase) within the bound is explored, along with every valid/ready
+pattern.
 
 The writer numbers its entries 0, 1, 2, ... in ``first_pos``. The protocol of the epochs
 (decisions, "Queues"): the reader's epoch goes from 0 to 1 once, at a time the solver picks
@@ -21,12 +29,30 @@ and with that:
 
 from __future__ import annotations
 
+import inspect
+import itertools
+import sys
+
 import pytest
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import (
+    Assert,
+    Assume,
+    Cat,
+    Cover,
+    Elaboratable,
+    Fragment,
+    Module,
+    Mux,
+    ResetSignal,
+    Signal,
+    Value,
+)
+from amaranth.lib.wiring import In
+from harness import small_params
 from harness.formal import check
 
-from ahasd.hw.queues import DraftQueue
+from ahasd.hw.queues import AsyncQueues, DraftQueue
 from ahasd.params import QueueParams
 
 PARAMS = QueueParams(draft_depth=4, epoch_bits=1, pos_bits=8, batch_id_bits=1, length_bits=1)
@@ -114,3 +140,190 @@ def test_draft_queue_properties_are_not_vacuous():
         depth=24,
         multiclock=True,
     )
+
+
+# ---- unbounded: the pointers of all three queues (k-induction) --------------------------
+
+#: The whole block at the reduced set of harness/small_params.py (the netlist the mutation
+#: campaign mutates): queues of 4, 2 and 4 entries, 3-bit pointer counters.
+UNBOUNDED_PARAMS = small_params.QUEUES
+INDUCTION_DEPTH = 8
+
+
+def _fifo_signals(fragment: Fragment) -> dict[str, Signal]:
+    """The named registers of one ``AsyncFIFO`` fragment and of its synchronisers (the
+    pointers' ``produce_cdc``/``consume_cdc`` and the reset's ``rst_cdc``: ``stage0``,
+    ``stage1``), by name."""
+    found: dict[str, Signal] = {}
+
+    def collect(part: Fragment, prefix: str) -> None:
+        for statements in part.statements.values():
+            for statement in statements:
+                for signal in statement._lhs_signals():
+                    if isinstance(signal, Signal):
+                        found[prefix + signal.name] = signal
+
+    collect(fragment, "")
+    for child, name, *_ in fragment.subfragments:
+        if name in ("produce_cdc", "consume_cdc", "rst_cdc"):
+            collect(child, f"{name}.")
+    return found
+
+
+def _gray_decode(code: Value) -> Value:
+    """Binary from reflected Gray code: bit i is the XOR of the code's bits i and above."""
+    bits = [code[-1]]
+    for index in reversed(range(len(code) - 1)):
+        bits.insert(0, bits[0] ^ code[index])
+    return Cat(*bits)
+
+
+class QueuePointers(Elaboratable):
+    """Every queue of ``AsyncQueues`` neither drops, duplicates nor reorders an entry, for
+    all time, every clock ratio and phase (free clocks) and every valid/ready/epoch pattern.
+
+    Writer and reader each count their transfers (the reader counts squashes too: a squash
+    consumes the head). With ``P``/``C`` the FIFO's write and read pointers (``log2(depth)
+    + 1`` bits, so that ``P - C`` distinguishes full from empty):
+
+    - ``P`` is the writer's count and ``C`` the reader's (each transfer moves its pointer by
+      exactly one), and the memory is written at ``P mod depth`` and read ahead at the next
+      ``C mod depth``: the k-th entry read is the slot of the k-th entry written (in order);
+    - a write is accepted only when ``P - C < depth``: it never overwrites an entry not yet
+      read (nothing dropped); a read or squash happens only when ``P - C >= 1``: it takes
+      an entry written and not yet read (nothing duplicated, nothing read from nowhere);
+    - the levels on both sides never exceed the depth.
+
+    k-induction needs what makes these inductive, the Gray-pointer relations: each Gray
+    pointer is the Gray code of its binary pointer, and the pointers as each synchroniser
+    stage holds them are ordered ``cwb <= c1 <= c0 <= C <= p1 <= p0 <= P`` (``c0``/``c1``:
+    ``C`` in the write domain's stages, ``cwb`` its registered binary; ``p0``/``p1``: ``P``
+    in the read domain's) with the whole span at most ``depth``; and, while the reset
+    synchroniser has not yet cleared after power-up, the read side in its initial state.
+    """
+
+    def __init__(self, queues_class=AsyncQueues):
+        self.queues_class = queues_class
+
+    def elaborate(self, platform):
+        p = UNBOUNDED_PARAMS
+        m = Module()
+        block = self.queues_class(p)
+        fragment = Fragment.get(block, platform)
+        m.submodules.dut = fragment
+        for domain in ("cpu", "npu", "pim"):
+            m.d.comb += Assume(~ResetSignal(domain))
+        for name, member in block.signature.members.items():
+            if member.flow == In:
+                port = getattr(block, name)
+                if hasattr(port, "valid"):
+                    m.d.comb += [
+                        port.valid.eq(AnySeq(1)),
+                        port.payload.as_value().eq(AnySeq(len(port.payload.as_value()))),
+                    ]
+                else:
+                    m.d.comb += port.eq(AnySeq(len(port)))
+            elif hasattr(getattr(block, name), "ready"):
+                m.d.comb += getattr(block, name).ready.eq(AnySeq(1))
+        children = {name: child for child, name, *_ in fragment.subfragments}
+        for queue in ("draft", "feedback", "preverify"):
+            self.pointers(m, block, queue, children[queue], getattr(p, f"{queue}_depth"))
+        return m
+
+    def pointers(self, m, block, queue: str, fragment: Fragment, depth: int) -> None:
+        fifo = next(child for child, name, *_ in fragment.subfragments if name == "fifo")
+        s = _fifo_signals(fifo)
+        width = len(s["produce_w_bin"])
+        w_domain, r_domain = (
+            block.member_domains()[f"{queue}_w"],
+            block.member_domains()[f"{queue}_r"],
+        )
+        written, read = Signal(width, name=f"{queue}_written"), Signal(width, name=f"{queue}_read")
+        w, r = getattr(block, f"{queue}_w"), getattr(block, f"{queue}_r")
+        wrote = w.valid & w.ready
+        took = r.valid & r.ready
+        if queue == "draft":
+            took = took | block.draft_r_squashed
+        m.d[w_domain] += written.eq(written + wrote)
+        m.d[r_domain] += read.eq(read + took)
+
+        produce, consume = s["produce_w_bin"], s["consume_r_bin"]
+        p0 = _gray_decode(s["produce_cdc.stage0"])
+        p1 = _gray_decode(s["produce_cdc.stage1"])
+        c0 = _gray_decode(s["consume_cdc.stage0"])
+        c1 = _gray_decode(s["consume_cdc.stage1"])
+        chain = [s["consume_w_bin"], c1, c0, consume, p1, p0, produce]
+
+        def distance(low, high):
+            return (high - low)[:width]
+
+        span = sum(distance(low, high) for low, high in itertools.pairwise(chain))
+        m.d.comb += [
+            # the Gray-pointer relations (what makes the rest inductive)
+            Assert(s["produce_w_gry"] == produce ^ (produce >> 1)),
+            Assert(s["consume_r_gry"] == consume ^ (consume >> 1)),
+            Assert(span <= depth),
+            # the pointers are the transfer counts, the slots follow them
+            Assert(produce == written),
+            Assert(consume == read),
+            Assert(s["w_port__addr"] == written[: width - 1]),
+            Assert(s["r_port__addr"] == (read + took)[: width - 1]),
+            # the levels
+            Assert(getattr(block, f"{queue}_w_level") <= depth),
+            Assert(getattr(block, f"{queue}_r_level") <= depth),
+        ]
+        # The reset synchroniser starts high (its stages' init is 1) and clears at the first
+        # two read-clock edges; until then the read side is at its initial state.
+        reset_0, reset_1 = s["rst_cdc.stage0"], s["rst_cdc.stage1"]
+        with m.If(reset_0):
+            m.d.comb += [Assert(reset_1), Assert(p0 == 0)]
+        with m.If(reset_1):
+            m.d.comb += [Assert(consume == 0), Assert(read == 0), Assert(p1 == 0)]
+        with m.If(wrote):
+            m.d.comb += Assert(distance(consume, produce) < depth)
+        with m.If(took):
+            m.d.comb += Assert(distance(consume, produce) >= 1)
+
+
+@pytest.mark.formal
+def test_no_queue_drops_duplicates_or_reorders_an_entry_proved():
+    check(
+        QueuePointers(),
+        name="queues_pointers_prove",
+        mode="prove",
+        depth=INDUCTION_DEPTH,
+        multiclock=True,
+    )
+
+
+def _planted(old: str, new: str):
+    """``AsyncQueues`` rebuilt from ``hw/queues.py`` with the one occurrence of ``old``
+    replaced by ``new``: a planted bug in the real RTL."""
+    module = sys.modules[AsyncQueues.__module__]
+    source = inspect.getsource(module)
+    assert source.count(old) == 1, f"the planted bug's target must occur once: {old}"
+    namespace = {"__name__": f"{module.__name__}_planted"}
+    exec(compile(source.replace(old, new), module.__file__, "exec"), namespace)
+    return namespace["AsyncQueues"]
+
+
+@pytest.mark.formal
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the writer is never back-pressured: a full queue overwrites its oldest entry
+        ("self.w.ready.eq(fifo.w_rdy)", "self.w.ready.eq(1)"),
+        # a stale head is reported squashed but not popped (read again later)
+        ("fifo.r_en.eq(stale | self.r.ready)", "fifo.r_en.eq(self.r.ready)"),
+    ],
+    ids=["no_backpressure", "squash_keeps_head"],
+)
+def test_pointer_proof_fails_on_planted_bugs(old, new):
+    with pytest.raises(pytest.fail.Exception, match="failed assertion"):
+        check(
+            QueuePointers(_planted(old, new)),
+            name="queues_pointers_planted",
+            mode="prove",
+            depth=INDUCTION_DEPTH,
+            multiclock=True,
+        )
