@@ -223,7 +223,10 @@ def prepare(block: str, target: Target, count: int, seed: int, workdir: Path):
         workdir,
     )
     fingerprint = netlist.digest(json.loads((workdir / "normalised.json").read_text()), module)
-    selection = _selection(module, target.select) if target.select else module
+    selection = _selection(module, target.select) if target.select else f"{module}/*"
+    # A memory's initialisation cell is its power-up contents (Amaranth: all zero, the
+    # FIFOs' `init=[]`), not logic; Verilog cannot even express a mutated one.
+    selection += f" {module}/t:$meminit* %d"
     netlist.yosys(
         f"read_rtlil normalised.il; {netlist.STRIP_FORMAL}; "
         f"mutate -list {count} -seed {seed} -o mutations.ys {selection}",
