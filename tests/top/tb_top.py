@@ -27,8 +27,10 @@ model
 checker
     :class:`Scoreboard`: every EDC decision (all fields) and every TVC answer (``n`` and
     ``C_left``) in order, every entry out of every queue and every squash, the GTSU's outputs
-    in every cycle, every register access (read data, SLVERR) at the cycle the register file
-    takes it and again as the AXI response, and the interrupt output. Reads of EDC registers
+    in every cycle, ``want_preverify`` in both directions (never high with no order pending,
+    high within the synchroniser's 4 PIM cycles of one becoming pending), every register
+    access (read data, SLVERR) at the cycle the register file takes it and again as the AXI
+    response, and the interrupt output. Reads of EDC registers
     and of the interrupt causes are compared when the EDC has settled (no event for 4
     cycles), of TVC registers when the TVC has been idle for 3: the golden EDC and TVC apply
     an event at once, the RTL a few cycles later (``ahasd.golden.top``). Queue levels read through
@@ -95,7 +97,11 @@ COUNTS = (
     "squashed",
     "epoch_bumps",
     "preverify_cycles",
+    "preverify_wanted",
 )
+# PIM cycles the pre-verification queue's pointer synchroniser may take to show an order
+# the CPU wrote (``Queue``: visible to the reader 3 to 4 read-clock edges after the write).
+PREVERIFY_LAG = 4
 
 
 def depends_on_edc(name: str) -> bool:
@@ -151,6 +157,7 @@ class Scoreboard:
         self.bus_answers: deque[tuple[int, bool]] = deque()  # (rdata, ok) per access taken
         self.switches_before_resets = 0  # GTSU switches counted before soft resets
         self.counts = dict.fromkeys(COUNTS, 0)
+        self.preverify_unseen = 0  # PIM cycles an order has been pending with want low
 
     @property
     def events(self) -> int:
@@ -222,8 +229,19 @@ class Scoreboard:
         enables = (sample.gtsu["dlm_enable"], sample.gtsu["tlm_enable"])
         if enables != (outputs["dlm_enable"], outputs["tlm_enable"]):
             self.errors.add(f"GTSU enables: RTL {enables}, golden {outputs}")
-        if sample.want_preverify and not self.golden.want_preverify():
+        # want_preverify in both directions: never high with no order pending, and high
+        # within the synchroniser's latency of an order becoming pending.
+        pending = self.golden.want_preverify()
+        if sample.want_preverify and not pending:
             self.errors.add("want_preverify high with the golden pre-verification queue empty")
+        self.preverify_unseen = (
+            self.preverify_unseen + 1 if pending and not sample.want_preverify else 0
+        )
+        if self.preverify_unseen == PREVERIFY_LAG + 1:
+            self.errors.add(
+                f"want_preverify low for {PREVERIFY_LAG + 1} PIM cycles with an order pending"
+            )
+        self.counts["preverify_wanted"] += bool(sample.want_preverify)
         self.counts["preverify_cycles"] += outputs["task"] == 2
 
     def edc_event(self, event: EdcEvent) -> None:
@@ -861,6 +879,7 @@ async def integration(dut):
         "squashed": 1,
         "soft_resets": 3,  # the preset's and some during the traffic
         "preverify_cycles": 1,
+        "preverify_wanted": 100,
         "reads_checked": 1000,
         "slverr": 10,
         "irq_high": 100,
