@@ -27,8 +27,11 @@ back to back: the longest and half of it, lengths one off the powers of two (65,
 16,383, 16,385, 8,191), a SOFTMAX pass over a 65,536- and a 32,768-element vector, the
 vectors that fill the widths (equal elements with the largest mantissa, so ``Z`` nears
 ``2**49``; all ``-32768``, so ``W``, ``SUM``, ``S2`` and ``U`` reach their ends), a
-65,536-element LAYERNORM and RMSNORM with their NORM passes, and every code once through
-RELU, SILU and GELU.
+65,536-element LAYERNORM and RMSNORM with their NORM passes, every code once through
+RELU, SILU and GELU, a vector of every length class the others miss (1, 2, each power of
+two and its neighbours up to ``max_length``, the modes in turn) and a one-element vector in
+every mode. Functional coverage (``harness/coverage.py``): every length class, and every mode
+at length 1 and at ``max_length``; a missed bin fails the test naming it.
 
 ``throughput``: long ``STATS``, ``SOFTMAX``, ``SUM``, NORM and activation vectors back to
 back without stalls. Asserts one element per cycle on the input, the result ``N +
@@ -51,6 +54,7 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from harness.coverage import Coverage
 from harness.tb import params_from_env, report, rng_from_env
 
 from ahasd.golden import aau as golden
@@ -513,6 +517,7 @@ def long_vectors(rng: np.random.Generator, longest: int) -> list[Vector]:
         (Mode.STATS, longest - 1, "uniform int16", False),
         (Mode.STATS, half, "near one-hot", True),
         (Mode.MAX, half + 1, "uniform int16", False),
+        (Mode.MAX, longest, "ascending", False),  # the argmax at the last index
         (Mode.STATS, half + 1, "ascending", False),
         (Mode.STATS, half // 2 - 1, "heavy tail", False),
         (Mode.SUM, half // 2 + 1, "uniform int16", False),
@@ -535,6 +540,7 @@ def long_vectors(rng: np.random.Generator, longest: int) -> list[Vector]:
             vectors.append(Vector(Mode.SOFTMAX, vector.codes, tag=vector.tag))
         elif second_pass:
             vectors.append(norm_pass(rng, vector.codes, tag=vector.tag))
+    vectors += length_class_vectors(rng, longest, {len(v.codes) for v in vectors})
     # every code once through each activation (in pieces of at most ``longest``)
     every = np.arange(-32768, 32768, dtype=np.int64)
     for mode in ACTIVATIONS:
@@ -542,6 +548,53 @@ def long_vectors(rng: np.random.Generator, longest: int) -> list[Vector]:
             piece = every[start : start + longest]
             vectors.append(Vector(mode, piece, tag=f"every code from {piece[0]}"))
     return vectors
+
+
+def length_classes(longest: int) -> list[int]:
+    """The vector lengths the spec's boundaries single out, up to ``longest``: 1, 2 and
+    every power of two with its two neighbours."""
+    powers = [1 << k for k in range(1, 17)]
+    found = {1, 2} | {n + d for n in powers for d in (-1, 0, 1)}
+    return sorted(n for n in found if n <= longest)
+
+
+def length_class_vectors(rng: np.random.Generator, longest: int, present: set[int]) -> list[Vector]:
+    """A vector of each length class the other vectors miss, the modes in turn, and a
+    one-element vector in every mode (SOFTMAX and NORM after their first pass)."""
+    modes = [Mode.STATS, Mode.SUM, Mode.MAX, Mode.LAYERNORM, Mode.RMSNORM, *ACTIVATIONS]
+    vectors = []
+    missing = [n for n in length_classes(longest) if n not in present]
+    for mode, length in zip(itertools.cycle(modes), missing):
+        made = (
+            activation_codes(rng, length)
+            if mode in ACTIVATIONS
+            else codes_of(rng, "uniform int16", length)
+        )
+        vectors.append(Vector(mode, made, tag=f"length class {length}"))
+    for mode in modes:
+        vectors.append(Vector(mode, codes_of(rng, "gauss s=3", 1), tag="length 1"))
+        if mode == Mode.STATS:
+            vectors.append(Vector(Mode.SOFTMAX, vectors[-1].codes, tag="length 1"))
+        elif mode == Mode.LAYERNORM:
+            vectors.append(norm_pass(rng, vectors[-1].codes, tag="length 1"))
+    return vectors
+
+
+def long_coverage(vectors: list[Vector], longest: int) -> Coverage:
+    """Bins: every length class (:func:`length_classes`) in some mode, and every mode at
+    length 1 and at ``longest``; each once, sampled from the vectors that went through."""
+    classes = length_classes(longest)
+    bins = dict.fromkeys((f"length {n}" for n in classes), 1)
+    for mode in Mode:
+        bins |= {f"{mode.name} length 1": 1, f"{mode.name} length {longest}": 1}
+    coverage = Coverage("aau.long", bins)
+    for vector in vectors:
+        length = len(vector.codes)
+        if length in classes:
+            coverage.sample(f"length {length}")
+        if length in (1, longest) and isinstance(vector.mode, Mode):
+            coverage.sample(f"{vector.mode.name} length {length}")
+    return coverage
 
 
 @cocotb.test(timeout_time=900, timeout_unit="sec")
@@ -559,6 +612,11 @@ async def long_vectors_bit_exact(dut):
     wall = time.perf_counter() - started
     errors = compare(vectors, traffic, expected_results, expected_elements)
     assert not errors, f"{len(errors)} mismatch(es):\n" + "\n".join(errors[:20])
+    # sampled from vectors that went through bit-exact: each bin is a checked case
+    coverage = long_coverage(vectors, params.max_length)
+    coverage.write()
+    report(dut, coverage.summary())
+    coverage.check()
     lengths = sorted({len(v.codes) for v in vectors}, reverse=True)
     report(
         dut,
