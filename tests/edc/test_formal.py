@@ -59,7 +59,7 @@ def spec_index(params: EDCParams, leht, llr):
 
 
 class Properties(Elaboratable):
-    def __init__(self, params: EDCParams, checks=("queue", "counters", "decision")):
+    def __init__(self, params: EDCParams, checks=("queue", "counters", "decision", "ready")):
         self.params = params
         self.checks = checks
 
@@ -157,6 +157,15 @@ class Properties(Elaboratable):
                         Assert(decision.counter == entry),
                         Assert(decision.keep_drafting == entry[-1]),
                     ]
+
+        # 4. Only a decision waits for room on o (the docstring's back-pressure rule): after a
+        #    VERIFY is taken, which emits none, the next event is not held back by it
+        #    whatever o does; a VERIFY at the head is never refused, so it is taken at once.
+        if "ready" in self.checks:
+            head_is_verify = edc.i.payload.kind.as_value() == EventKind.VERIFY.value
+            took_verify = past(edc.i.valid & edc.i.ready & head_is_verify, "verify")
+            with m.If(past_valid & took_verify & head_is_verify):
+                m.d.comb += Assert(edc.i.ready)
 
         # Reachability of the corners the assertions are about.
         m.d.comb += [
@@ -379,7 +388,7 @@ class Arithmetic(Elaboratable):
 def test_llr_queue_and_decision_bmc(update):
     """LLR vs the in-flight queue and the decision rule are invariants of reachable states:
     bounded check from reset."""
-    design = Properties(PARAMS[update], checks=("queue", "decision"))
+    design = Properties(PARAMS[update], checks=("queue", "decision", "ready"))
     check(design, name=f"edc_{update}_bmc", mode="bmc", depth=BMC_DEPTH)
 
 
