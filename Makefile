@@ -80,7 +80,7 @@ regress: $(TEST_STAMP)
 		--blocks $(BLOCKS) $(if $(QUICK),--quick) --workers $(PYTEST_WORKERS)
 
 # Mutation testing (tests/mutation/run.py): MUTANTS per block, each against the block's
-# cocotb testbench; the table goes to build/mutation/report.md.
+# cocotb testbench and its formal checks; the table goes to build/mutation/report.md.
 MUTANTS ?= 40
 MUTATION_SEED ?= 1
 mutate: $(TEST_STAMP)
