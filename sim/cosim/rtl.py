@@ -17,13 +17,13 @@ happens at the rising edge that ends the cycle iff ``valid`` and ``ready`` were 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cocotb.task import resume
 from cocotb.triggers import ReadOnly
 
+from ahasd.hw.tb.build import module_registers
 from ahasd.hw.tb.clocking import CycleClock
 from ahasd.hw.tb.streams import receive, send, take
 from ahasd.hw.tb.top import TABLE_CODES, ControllerTopDriver
@@ -94,29 +94,6 @@ class CosimStats:
             "gtsu_switch_cycles": hist(self.gtsu_switch_cycles),
             "gtsu_request_latency": hist(self.gtsu_request_latency),
         }
-
-
-def module_registers(verilog: str) -> list[tuple[str, str]]:
-    """``(instance path below the top, name)`` of every plain ``reg`` of the Verilog text.
-
-    Amaranth names a submodule ``\\top.edc`` and declares each register (and each
-    combinational ``always`` target) as ``reg``; escaped names (``\\$12``) are internal
-    temporaries, memories (``reg [..] x [..]``) are left out (they change only through a
-    write enable, itself a function of the registers kept).
-    """
-    found = []
-    module = None
-    for line in verilog.splitlines():
-        if line.startswith("module "):
-            name = line.split()[1].split("(")[0]
-            module = name.lstrip("\\")
-            continue
-        match = re.match(r"\s+reg (?:\[\d+:\d+\] )?([A-Za-z_][A-Za-z0-9_]*)( \[|\s*=|;)", line)
-        if module is None or not match or match.group(2) == " [":
-            continue
-        path = module.split(".")[1:]  # drop the top's own name
-        found.append((".".join(path), match.group(1)))
-    return found
 
 
 def register_handles(dut, verilog_file: Path) -> list[tuple[str, object]]:
