@@ -267,6 +267,11 @@ def run_simulation(
     log_file = run_dir / "cocotb.log"
     results = run_dir / "results.xml"
     results.unlink(missing_ok=True)  # a stale file from an earlier run would pass for this one
+    # cocotb rewrites the asserts of every module imported after it starts (pytest's hook,
+    # files matching "*.py": NumPy, Amaranth, the golden models...), about half a second
+    # of each simulator process's start; the test module's own asserts are the ones whose
+    # messages matter.
+    rewrite = {"COCOTB_REWRITE_ASSERTION_FILES": f"{test_module.rpartition('.')[2]}.py"}
     try:
         runner.test(
             test_module=test_module,
@@ -276,7 +281,7 @@ def run_simulation(
             test_dir=run_dir,
             testcase=testcase,
             seed=seed,
-            extra_env=extra_env,
+            extra_env={**rewrite, **extra_env},
             waves=waves,
             timescale=TIMESCALE,
             results_xml=str(results),

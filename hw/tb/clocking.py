@@ -10,16 +10,22 @@ falling edge comes half a period after the first rising one.
 :class:`CycleClock` is for agents that count cycles of one clock (the co-simulation, the
 integration testbench's PIM domain): ``await clock.next()`` moves to the next writable
 phase and counts it.
+
+:class:`DomainLoop` runs every agent of one clock domain in one coroutine: each wake-up of a
+coroutine costs cocotb's scheduler about as much as the simulator spends on a cycle of a
+small design, so a domain whose five drivers and monitors each awaited the edge and the
+read-only phase paid that five times per cycle (``docs/performance.md``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 
-__all__ = ["CycleClock", "drive_slot", "reset", "sample_slot", "start_clock"]
+__all__ = ["Agent", "CycleClock", "DomainLoop", "drive_slot", "reset", "sample_slot", "start_clock"]
 
 
 def start_clock(clock: Any, period_ps: int) -> None:
@@ -77,3 +83,60 @@ class CycleClock:
     def skip(self, cycles: int) -> None:
         """Count ``cycles`` cycles that the simulator did not run (a time warp)."""
         self.cycle += cycles
+
+
+class Agent(Protocol):
+    """What a :class:`DomainLoop` runs once per cycle of its clock."""
+
+    def drive(self) -> None:
+        """Drive this cycle's inputs (writable phase after the falling edge)."""
+
+    def sample(self) -> None:
+        """Sample what happens at the coming rising edge (``ReadOnly``)."""
+
+
+class DomainLoop:
+    """All agents of one clock domain, driven and sampled by one coroutine.
+
+    Once per cycle: after the falling edge, every agent's ``drive()`` in the order they were
+    added; then in ``ReadOnly``, every agent's ``sample()`` in the same order. The loop
+    starts at :meth:`start` and runs until the test ends.
+
+    Parameters
+    ----------
+    clock : the clock's handle.
+
+    Attributes
+    ----------
+    cycle : int
+        Cycles run since :meth:`start` (the one being driven or sampled).
+    """
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.agents: list[Agent] = []
+        self.cycle = 0
+        self._task = None
+
+    def add(self, agent: Agent) -> Agent:
+        """Run ``agent`` from the next cycle on; returns it."""
+        self.agents.append(agent)
+        return agent
+
+    def start(self) -> DomainLoop:
+        if self._task is None:
+            self._task = cocotb.start_soon(self._run())
+        return self
+
+    async def _run(self) -> None:
+        falling = FallingEdge(self.clock)
+        read_only = ReadOnly()
+        while True:
+            await falling
+            self.cycle += 1
+            agents = tuple(self.agents)  # an agent added during a cycle starts with the next
+            for agent in agents:
+                agent.drive()
+            await read_only
+            for agent in agents:
+                agent.sample()
