@@ -10,15 +10,17 @@ TEST_EXTRAS ?= hf,ray
 comma := ,
 TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(subst $(comma),-,$(TEST_EXTRAS)))
 
-.PHONY: run test lint verilog area bench reproduce clean help
+.PHONY: run test lint verilog area bench reproduce clean help regress mutate
 
 help:
 	@echo "make run    Verilog of every block, then the paper grid on the built-in traces and its report"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
-	@echo "make area   synthesise every block onto sky130 cells; table into docs/hardware.md"
+	@echo "make area   area (sky130) and timing (ECP5 place and route, 28 nm estimate) into docs/hardware.md"
 	@echo "make reproduce  the paper's evaluation on every platform and GPU baseline, sensitivity,"
 	@echo "                regime map: build/reproduce/report.md (resumable)"
-	@echo "make bench  benchmarks (cocotb cycles/s, sweep runs/s on both backends, ...)"
+	@echo "make bench  benchmarks (cocotb cycles/s, sweep runs/s on both backends, timing wall time, ...)"
+	@echo "make regress SEEDS=N [SEED0=S] [BLOCKS=...]  the random cocotb tiers on N seeds"
+	@echo "make mutate [MUTANTS=N]  mutation testing of EDC, TVC, GTSU and the queues"
 	@echo "make clean  remove build outputs (keeps .venv)"
 
 $(STAMP): pyproject.toml
@@ -46,6 +48,7 @@ verilog: $(STAMP)
 
 area: $(STAMP)
 	$(BIN)/ahasd area --doc docs/hardware.md
+	$(BIN)/ahasd timing --doc docs/hardware.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -58,8 +61,31 @@ $(TEST_STAMP): $(STAMP)
 # Two workers: the cocotb and formal tiers are single-threaded subprocesses.
 PYTEST_WORKERS ?= 2
 
+# After the suite: the fast random tiers of the controller blocks on two fresh seeds more
+# (printed; replay with AHASD_SEED). A seeded mutant sample (run.py --sample) joins this
+# once no non-equivalent mutant survives (docs/verification.md).
 test: lint $(TEST_STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS)
+	$(BIN)/python tests/harness/regress.py --seeds 2 --tier fast --blocks edc tvc queues gtsu \
+		--workers $(PYTEST_WORKERS)
+
+# The random cocotb tiers on SEEDS seeds: fresh ones (printed) unless SEED0 is given; each
+# failure is listed with the command that replays it. QUICK=1 shortens every testbench run.
+SEEDS ?= 5
+SEED0 ?=
+BLOCKS ?= edc tvc queues gtsu aau top
+QUICK ?=
+regress: $(TEST_STAMP)
+	$(BIN)/python tests/harness/regress.py --seeds $(SEEDS) $(if $(SEED0),--seed0 $(SEED0)) \
+		--blocks $(BLOCKS) $(if $(QUICK),--quick) --workers $(PYTEST_WORKERS)
+
+# Mutation testing (tests/mutation/run.py): MUTANTS per block, each against the block's
+# cocotb testbench; the table goes to build/mutation/report.md.
+MUTANTS ?= 40
+MUTATION_SEED ?= 1
+mutate: $(TEST_STAMP)
+	$(BIN)/python tests/mutation/run.py --count $(MUTANTS) --seed $(MUTATION_SEED) \
+		--report build/mutation/report.md
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

@@ -7,7 +7,7 @@ an exact message; the tests match those messages.
 Fixed-point conventions (spec ``docs/spec.md``):
 
 - entropies are UQ4.12 nats (``ENTROPY_FRAC_BITS = 12``), 16 bits wide;
-- TVC ratios are UQ(cycle_bits - F).F, default UQ24.8;
+- TVC ratios are UQ(ratio_bits - F).F, default UQ32.8 (40 bits), cycle counts 40 bits;
 - AAU logits are Q8.8 (INT16).
 
 This module imports nothing from Amaranth: the golden models depend on it.
@@ -141,18 +141,20 @@ class TVCParams(_Params):
     depth : entries per cycle table (NVCT, PDCT, PVCT); the spec's formulas divide the sum
         by 4 as ``>> 2``, so the depth is a power of two and the shift is ``log2(depth)``.
     frac_bits : ``F``, fraction bits of the ratios (UQ(ratio_bits-F).F).
-    cycle_bits : width of cycle counts (LEARN's ``cycles``, NCR, C_npu); saturating.
+    cycle_bits : width of cycle counts (LEARN's ``cycles``, NCR, C_npu); saturating. 40 by
+        default (spec 2.2: 32 bits saturate at 5.4 s of PIM cycles, 40 at 23 min).
     length_bits : width of lengths (``L_kv``, LEARN's ``length``, ``P``).
-    ratio_bits : width of a table entry.
+    ratio_bits : width of a table entry: 40 by default, UQ32.8 (spec 2.2: UQ24.8 saturates at
+        2**24 PIM cycles, 21 ms, per token, below what a target token costs on the PIM).
     n_max : reset value of the programmable clamp on the answer.
     n_bits : width of the answer and of the ``N_max`` register.
     """
 
     depth: int = 4
     frac_bits: int = 8
-    cycle_bits: int = 32
+    cycle_bits: int = 40
     length_bits: int = 16
-    ratio_bits: int = 32
+    ratio_bits: int = 40
     n_max: int = 8
     n_bits: int = 8
 
@@ -204,18 +206,24 @@ class QueueParams(_Params):
 
 @dataclass(frozen=True)
 class AAUParams(_Params):
-    """Attention algorithm unit (spec 2.4).
+    """Attention algorithm unit (spec 2.4, ``docs/aau.md``).
 
     Attributes
     ----------
     max_length : longest vector (elements); sets the accumulator widths.
     exp_table_bits : address bits of the 2**-f lookup table used by exp.
     ln_table_bits : address bits of the log2(1+m) lookup table used by ln.
+    gate_table_bits : address bits of the SILU and GELU gate tables (``2**bits + 1``
+        entries each over ``|x| < 16`` and ``|x| < 4``), 1 to 10.
+    norm_eps : the LayerNorm/RMSNorm epsilon as a code, ``eps = norm_eps / 2**32`` (in the
+        units of ``x**2``), 1 to 65535; the default 42950 is ``1e-5``.
     """
 
     max_length: int = 65536
     exp_table_bits: int = 6
     ln_table_bits: int = 6
+    gate_table_bits: int = 6
+    norm_eps: int = 42950
 
     LOGIT_BITS = 16  # Q8.8
     LOGIT_FRAC_BITS = 8
@@ -224,6 +232,8 @@ class AAUParams(_Params):
         _check_int(self, "max_length", 1, 1 << 20)
         _check_int(self, "exp_table_bits", 1, 12)
         _check_int(self, "ln_table_bits", 1, 12)
+        _check_int(self, "gate_table_bits", 1, 10)
+        _check_int(self, "norm_eps", 1, (1 << 16) - 1)
 
 
 @dataclass(frozen=True)

@@ -1,133 +1,203 @@
-"""The controller top's register map (spec 2.6), as data.
+"""The controller top's register map (spec 2.6): the SystemRDL source, compiled into records.
 
-One list of :class:`Register` records, a function of :class:`~ahasd.params.TopParams`, is the
-single description of the CPU's view of the controller. The RTL top (``ahasd.hw.top``) decodes
-its bus from it, the golden controller (``ahasd.golden.top``) answers reads and writes from it,
-and ``ahasd regmap`` renders it as ``docs/registers.md``. This module imports nothing from
-Amaranth.
+``hw/regmap.rdl`` (installed as ``ahasd/hw/regmap.rdl``) is the single source of truth. This
+module compiles it with ``systemrdl-compiler``, its parameters set from a
+:class:`~ahasd.params.TopParams` (:func:`rdl_parameters`), and turns the compiled model into
+plain records (:class:`Register`, :class:`Field`) looked up by name or by bus address
+(:class:`RegisterMap`). The RTL's register decode (``ahasd.hw.registers``) is generated from
+these records, the golden controller (``ahasd.golden.top``) answers bus accesses from them,
+and the tests and ``ahasd cosim`` program the block through them. The PeakRDL exporters write
+``docs/registers.md``, the C header and the HTML map from the same compiled model
+(:func:`markdown`, :func:`write_c_header`, :func:`write_html`). This module imports nothing
+from Amaranth.
 
-The bus (``docs/top.md``): 32-bit data, ``ADDR_BITS``-bit *word* addresses (one register per
-address), in the ``pim`` clock domain. A read presented in cycle ``c`` returns the register's
-value during cycle ``c``, on ``rdata`` in cycle ``c + 1``. A write taken at the edge that ends
-cycle ``c`` holds from cycle ``c + 1``. Writes keep the low ``width`` bits of ``wdata``.
+The bus (``docs/integration.md``): AXI4-Lite, 32-bit data, :data:`ADDR_BITS`-bit byte
+addresses, little endian. A register is one 32-bit word or, for the 64-bit ones, two words
+with PeakRDL's ``buffer_writes``/``buffer_reads`` rule: a write to the low word is buffered,
+and the register is written whole when its high word is written; a read of the low word
+snapshots the register, and a read of the high word returns the snapshot.
 
-Access types
-------------
-``RO``
-    Read only; writes are ignored.
-``RW``
-    Read and write; reads return the block's current value of the field.
-``W1P``
-    Write one to pulse: each 1 bit written acts once, at the write's edge; reads return 0.
-
-Unmapped addresses read 0 and ignore writes.
+Field access kinds (:attr:`Field.access`)
+-----------------------------------------
+``"r"``
+    Read only (``sw = r``): a live hardware value, or a constant (``hw = na``).
+``"rw"``
+    Read and write (``sw = rw``); stored in a block (``external`` registers) or in the
+    register file.
+``"w1c"``
+    Interrupt cause (``sw = rw; onwrite = woclr; intr``): set by hardware, cleared by
+    writing 1.
+``"w1p"``
+    Write 1 to pulse (``sw = w; singlepulse``): acts at the edge that takes the write;
+    reads 0.
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
 
 from ahasd.params import TopParams
 
 __all__ = [
-    "ACCESS_TYPES",
+    "ACCESS_KINDS",
     "ADDR_BITS",
     "DATA_BITS",
-    "ERROR_BITS",
-    "ID_VALUE",
-    "SOFT_RESET_BITS",
-    "STATUS_BITS",
-    "SWITCH_COUNTER_BITS",
-    "TABLE_BASES",
-    "TABLE_REGION",
-    "VERSION_VALUE",
+    "IRQ_ENABLE",
+    "IRQ_STATUS",
+    "STRB_BITS",
+    "TOP_NAME",
+    "Field",
     "Register",
     "RegisterMap",
+    "markdown",
+    "rdl_parameters",
+    "rdl_source",
     "register_map",
+    "write_c_header",
+    "write_html",
 ]
 
 DATA_BITS = 32
-ADDR_BITS = 8
-ID_VALUE = 0x41485344  # "AHSD" in ASCII, most significant byte first
-VERSION_VALUE = 0x0001_0000  # major 1, minor 0 (register map layout version)
-SWITCH_COUNTER_BITS = 32  # width of the GTSU's switch counter (the GTSU's default)
-ACCESS_TYPES = ("RO", "RW", "W1P")
+STRB_BITS = DATA_BITS // 8
+ADDR_BITS = 12  # a 4 KiB window
+TOP_NAME = "ahasd_controller"
+ACCESS_KINDS = ("r", "rw", "w1c", "w1p")
+#: The interrupt status register and the register of its enable bits (same field names).
+IRQ_STATUS = "IRQ_STATUS"
+IRQ_ENABLE = "IRQ_ENABLE"
 
-#: Word address of entry 0 of each TVC table; entry ``i`` is at ``base + i``. Each region has
-#: room for 64 entries (``TVCParams.depth`` is at most 64).
-TABLE_BASES = {"nvct": 0x40, "pdct": 0x80, "pvct": 0xC0}
-TABLE_REGION = 64
 
-#: Bits of the ``ERROR`` register (sticky flags of the blocks).
-ERROR_BITS = {"edc": 0, "tvc": 1, "gtsu_config": 2}
-#: Bits of the ``SOFT_RESET`` register (one reset pulse per block).
-SOFT_RESET_BITS = {"edc": 0, "tvc": 1, "gtsu": 2}
-#: Fields of the ``STATUS`` register: name -> (lsb, width).
-STATUS_BITS = {
-    "gtsu_task": (0, 2),
-    "gtsu_ready": (2, 1),
-    "gtsu_gating": (3, 1),
-    "tvc_busy": (4, 1),
-    "tvc_npu_busy": (5, 1),
-}
+def rdl_source() -> Path:
+    """Where the SystemRDL source is (``hw/regmap.rdl``, installed with ``ahasd.hw``)."""
+    return Path(str(resources.files("ahasd.hw").joinpath("regmap.rdl")))
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a register.
+
+    Attributes
+    ----------
+    name : lower-case identifier (``hmax``).
+    lsb, width : position in the register (bits ``lsb`` to ``lsb + width - 1``).
+    access : ``"r"``, ``"rw"``, ``"w1c"`` or ``"w1p"`` (module docstring).
+    reset : value after reset (0 for ``w1p``).
+    constant : ``"r"`` with no hardware behind it (``hw = na``): always reads ``reset``.
+    description : the RDL's ``desc``, one line.
+    """
+
+    name: str
+    lsb: int
+    width: int
+    access: str
+    reset: int
+    constant: bool
+    description: str
+
+    @property
+    def mask(self) -> int:
+        return ((1 << self.width) - 1) << self.lsb
+
+    @property
+    def readable(self) -> bool:
+        return self.access in ("r", "rw", "w1c")
+
+    @property
+    def writable(self) -> bool:
+        return self.access in ("rw", "w1c", "w1p")
 
 
 @dataclass(frozen=True)
 class Register:
-    """One register of the map.
+    """One register (one element of a register array).
 
     Attributes
     ----------
-    name : upper-case identifier (``EDC_HMAX``).
-    address : word address on the bus.
-    width : meaningful bits (the rest read as 0).
-    access : ``"RO"``, ``"RW"`` or ``"W1P"``.
-    reset : value read back after reset.
-    field : the block field it shows or sets, as ``block.member`` (``"edc.hmax"``,
-        ``"tvc.nvct[2]"``, ``"top"`` for the top's own registers).
-    description : one sentence for the documentation.
+    name : ``EDC_HMAX``, or ``TVC_NVCT[2]`` for an array element.
+    group : the RDL instance name (``TVC_NVCT``); ``index`` its array index (else None).
+    address : byte address of its low word.
+    width : 32 or 64 bits (one or two bus words).
+    fields : tuple of Field, by ``lsb``.
+    external : its storage is in a block (writes go to the block's write port).
+    buffer_writes, buffer_reads : the wide-register rule (module docstring).
+    title, description : the RDL's ``name`` and ``desc``.
     """
 
     name: str
+    group: str
+    index: int | None
     address: int
     width: int
-    access: str
-    reset: int
-    field: str
+    fields: tuple[Field, ...]
+    external: bool
+    buffer_writes: bool
+    buffer_reads: bool
+    title: str
     description: str
 
     @property
+    def words(self) -> int:
+        return self.width // DATA_BITS
+
+    @property
+    def word_addresses(self) -> tuple[int, ...]:
+        return tuple(self.address + 4 * word for word in range(self.words))
+
+    @property
     def readable(self) -> bool:
-        return self.access in ("RO", "RW")
+        return any(f.readable for f in self.fields)
 
     @property
     def writable(self) -> bool:
-        return self.access in ("RW", "W1P")
+        return any(f.writable for f in self.fields)
 
     @property
-    def block(self) -> str:
-        """The block the register belongs to (``edc``, ``tvc``, ``gtsu``, ``queues``, ``top``)."""
-        return self.field.split(".", 1)[0]
+    def reset(self) -> int:
+        """What a read returns after reset (write-only fields read 0)."""
+        return sum(f.reset << f.lsb for f in self.fields if f.readable)
+
+    @property
+    def read_mask(self) -> int:
+        return sum(f.mask for f in self.fields if f.readable)
+
+    @property
+    def write_mask(self) -> int:
+        return sum(f.mask for f in self.fields if f.writable)
+
+    def field(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"register {self.name} has no field {name!r}")
 
 
 class RegisterMap:
-    """The registers of one parameter set, looked up by name or address.
+    """The registers of one parameter set, looked up by name or by bus address.
 
     Parameters
     ----------
     params : TopParams
     registers : the records, in address order.
+    root : the compiled SystemRDL model (for the PeakRDL exporters).
     """
 
-    def __init__(self, params: TopParams, registers: list[Register]):
+    def __init__(self, params: TopParams, registers: list[Register], root: object):
         self.params = params
+        self.root = root
         self.registers = tuple(sorted(registers, key=lambda r: r.address))
         self._by_name = {r.name: r for r in self.registers}
-        self._by_address = {r.address: r for r in self.registers}
-        if len(self._by_name) != len(self.registers) or len(self._by_address) != len(
-            self.registers
-        ):
-            raise ValueError("register names and addresses must be unique")
+        self._by_word: dict[int, tuple[Register, int]] = {}
+        for reg in self.registers:
+            for word, address in enumerate(reg.word_addresses):
+                if address in self._by_word:
+                    raise ValueError(f"registers overlap at {address:#05x}")
+                self._by_word[address] = (reg, word)
+        if len(self._by_name) != len(self.registers):
+            raise ValueError("register names must be unique")
 
     def __iter__(self):
         return iter(self.registers)
@@ -135,284 +205,219 @@ class RegisterMap:
     def __len__(self) -> int:
         return len(self.registers)
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._by_name or key in self._by_address
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
 
-    def get(self, key: str | int) -> Register:
-        """The register called ``key`` (a name) or at ``key`` (an address)."""
-        if isinstance(key, str):
-            try:
-                return self._by_name[key]
-            except KeyError:
-                raise KeyError(f"no register named {key!r}") from None
-        if isinstance(key, bool) or not isinstance(key, int):
-            raise TypeError(f"register must be a name or an address, not {key!r}")
+    def get(self, name: str) -> Register:
+        """The register called ``name`` (``EDC_HMAX``, ``TVC_PVCT[1]``)."""
         try:
-            return self._by_address[key]
+            return self._by_name[name]
         except KeyError:
-            raise KeyError(f"no register at address {key:#04x}") from None
+            raise KeyError(f"no register named {name!r}") from None
 
-    def find(self, address: int) -> Register | None:
-        """The register at ``address``, or ``None`` when the address is unmapped."""
-        return self._by_address.get(address)
+    def at(self, address: int) -> tuple[Register, int] | None:
+        """``(register, word)`` of the bus word at byte ``address`` (its two low bits are
+        ignored, as the bus does), or None when no register covers it."""
+        if isinstance(address, bool) or not isinstance(address, int):
+            raise TypeError(f"address must be an integer, not {address!r}")
+        if not 0 <= address < 1 << ADDR_BITS:
+            raise ValueError(f"address must be between 0 and {(1 << ADDR_BITS) - 1}, not {address}")
+        return self._by_word.get(address & ~(STRB_BITS - 1))
+
+    def groups(self) -> dict[str, tuple[Register, ...]]:
+        """Registers by RDL instance: ``{"TVC_NVCT": (TVC_NVCT[0], ...), "ID": (ID,), ...}``."""
+        groups: dict[str, list[Register]] = {}
+        for reg in self.registers:
+            groups.setdefault(reg.group, []).append(reg)
+        return {name: tuple(regs) for name, regs in groups.items()}
+
+    def irq_enable(self, field: str) -> Field:
+        """The ``IRQ_ENABLE`` field that enables the ``IRQ_STATUS`` cause ``field``."""
+        return self.get(IRQ_ENABLE).field(field)
 
 
-def _check_widths(params: TopParams) -> None:
-    """Every register must fit the 32-bit data bus; say which parameter does not."""
+def _check_fits(params: TopParams) -> None:
+    """Fields the map keeps in one 32-bit register must fit it; say which parameter does not."""
     limits = [
         ("edc.stats_bits", params.edc.stats_bits),
-        ("tvc.ratio_bits", params.tvc.ratio_bits),
-        ("tvc.cycle_bits", params.tvc.cycle_bits),
         ("gtsu.ranks", params.gtsu.ranks),
     ]
     for name, value in limits:
         if value > DATA_BITS:
             raise ValueError(
-                f"{name} must be at most {DATA_BITS} to fit the register bus, not {value!r}"
+                f"{name} must be at most {DATA_BITS} to fit its {DATA_BITS}-bit register, "
+                f"not {value!r}"
             )
 
 
-def _default_masks(ranks: int) -> tuple[int, int]:
-    # The GTSU's reset masks (docs/spec-decisions.md): the low half DLM, the high half TLM.
-    dlm = (1 << (ranks // 2)) - 1
-    return dlm, ((1 << ranks) - 1) & ~dlm
+def rdl_parameters(params: TopParams) -> dict[str, int]:
+    """The SystemRDL parameters of the map for ``params`` (names as in ``hw/regmap.rdl``)."""
+    edc, tvc, gtsu, queues = params.edc, params.tvc, params.gtsu, params.queues
+    return {
+        "TVC_DEPTH": tvc.depth,
+        "TVC_RATIO_BITS": tvc.ratio_bits,
+        "TVC_CYCLE_BITS": tvc.cycle_bits,
+        "TVC_N_BITS": tvc.n_bits,
+        "TVC_N_MAX_RESET": tvc.n_max,
+        "EDC_HMAX_RESET": edc.hmax,
+        "EDC_LLR_BITS": edc.llr_bits,
+        "EDC_STATS_BITS": edc.stats_bits,
+        "GTSU_RANKS": gtsu.ranks,
+        "GTSU_TIMER_BITS": gtsu.timer_bits,
+        "GTSU_T_OFF_RESET": gtsu.t_off,
+        "GTSU_T_ON_RESET": gtsu.t_on,
+        "GTSU_SWITCH_BITS": 32,  # the GTSU's switch counter (its default width)
+        # A level counts 0 .. depth entries.
+        "DRAFT_LEVEL_BITS": queues.draft_depth.bit_length(),
+        "FEEDBACK_LEVEL_BITS": queues.feedback_depth.bit_length(),
+        "PREVERIFY_LEVEL_BITS": queues.preverify_depth.bit_length(),
+    }
 
 
+@cache
+def _compiler():
+    from systemrdl import RDLCompiler
+
+    compiler = RDLCompiler()
+    compiler.compile_file(str(rdl_source()))
+    return compiler
+
+
+def _elaborate(params: TopParams):
+    return _compiler().elaborate(TOP_NAME, parameters=rdl_parameters(params))
+
+
+def _one_line(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def _access(node) -> str:
+    """The access kind of a compiled field; a construct the decode does not implement is
+    refused (so the RDL cannot promise what the RTL does not do)."""
+    from systemrdl.rdltypes import AccessType, OnWriteType
+
+    sw = node.get_property("sw")
+    onwrite = node.get_property("onwrite")
+    intr = node.get_property("intr")
+    if sw == AccessType.r and onwrite is None and not intr:
+        return "r"
+    if sw == AccessType.rw and onwrite is None and not intr:
+        return "rw"
+    if sw == AccessType.rw and onwrite == OnWriteType.woclr and intr:
+        return "w1c"
+    if sw == AccessType.w and node.get_property("singlepulse"):
+        return "w1p"
+    raise ValueError(f"field {node.get_path()}: access not supported by the register decode")
+
+
+def _records(root) -> list[Register]:
+    from systemrdl.node import RegNode
+    from systemrdl.rdltypes import AccessType
+
+    registers = []
+    for node in root.top.descendants(unroll=True):
+        if not isinstance(node, RegNode):
+            continue
+        width = node.get_property("regwidth")
+        if width not in (DATA_BITS, 2 * DATA_BITS) or node.get_property("accesswidth") != 32:
+            raise ValueError(f"register {node.get_path()}: only 32- and 64-bit registers")
+        fields = []
+        for f in node.fields():
+            access = _access(f)
+            fields.append(
+                Field(
+                    name=f.inst_name,
+                    lsb=f.lsb,
+                    width=f.width,
+                    access=access,
+                    reset=0 if access == "w1p" else int(f.get_property("reset") or 0),
+                    constant=access == "r" and f.get_property("hw") == AccessType.na,
+                    description=_one_line(f.get_property("desc")),
+                )
+            )
+        index = node.current_idx[0] if node.is_array else None
+        registers.append(
+            Register(
+                name=node.inst_name if index is None else f"{node.inst_name}[{index}]",
+                group=node.inst_name,
+                index=index,
+                address=node.absolute_address,
+                width=width,
+                fields=tuple(sorted(fields, key=lambda f: f.lsb)),
+                external=bool(node.external),
+                buffer_writes=bool(node.get_property("buffer_writes")),
+                buffer_reads=bool(node.get_property("buffer_reads")),
+                title=_one_line(node.get_property("name")),
+                description=_one_line(node.get_property("desc")),
+            )
+        )
+    return registers
+
+
+@cache
 def register_map(params: TopParams | None = None) -> RegisterMap:
     """The register map of the controller top built with ``params`` (defaults when ``None``).
 
-    Raises ``ValueError`` when a block field is wider than the 32-bit data bus.
+    Raises ``ValueError`` when a block field is wider than the register the map gives it.
     """
     params = TopParams() if params is None else params
     if not isinstance(params, TopParams):
         raise TypeError(f"params must be a TopParams, not {params!r}")
-    _check_widths(params)
-    edc, tvc, gtsu, queues = params.edc, params.tvc, params.gtsu, params.queues
-    dlm, tlm = _default_masks(gtsu.ranks)
-    status_reset = 1 << STATUS_BITS["gtsu_ready"][0]  # IDLE, ready, not gating, TVC idle
+    _check_fits(params)
+    root = _elaborate(params)
+    regmap = RegisterMap(params, _records(root), root)
+    status = regmap.get(IRQ_STATUS)
+    for cause in status.fields:
+        if cause.access != "w1c" or regmap.irq_enable(cause.name).access != "rw":
+            raise ValueError(f"{IRQ_STATUS}.{cause.name} has no read/write enable bit")
+    return regmap
 
-    def level_bits(depth: int) -> int:
-        return depth.bit_length()  # range(depth + 1)
 
-    regs = [
-        Register("ID", 0x00, 32, "RO", ID_VALUE, "top", 'Identification: "AHSD" in ASCII.'),
-        Register(
-            "VERSION",
-            0x01,
-            32,
-            "RO",
-            VERSION_VALUE,
-            "top",
-            "Register map version: major in bits 31-16, minor in bits 15-0.",
-        ),
-        Register(
-            "ERROR",
-            0x02,
-            len(ERROR_BITS),
-            "RO",
-            0,
-            "top",
-            "Sticky error flags: bit 0 EDC protocol error, bit 1 TVC protocol error, "
-            "bit 2 GTSU mask overlap (config_error). Cleared by reset or SOFT_RESET.",
-        ),
-        Register(
-            "STATUS",
-            0x03,
-            6,
-            "RO",
-            status_reset,
-            "top",
-            "Bits 1-0 GTSU task (0 IDLE, 1 DRAFT, 2 PREVERIFY), bit 2 GTSU ready, "
-            "bit 3 GTSU gating, bit 4 TVC busy (LEARN or ASK in progress), bit 5 NPU busy.",
-        ),
-        Register(
-            "SOFT_RESET",
-            0x04,
-            len(SOFT_RESET_BITS),
-            "W1P",
-            0,
-            "top",
-            "Write 1 to reset a block to its reset state (tables, registers, counters, "
-            "error flags): bit 0 EDC, bit 1 TVC, bit 2 GTSU. The queues are not affected.",
-        ),
-        Register(
-            "DRAFT_QUEUE_LEVEL",
-            0x08,
-            level_bits(queues.draft_depth),
-            "RO",
-            0,
-            "queues.draft_w_level",
-            "Fill level of the unverified-draft queue as its PIM-side writer sees it.",
-        ),
-        Register(
-            "FEEDBACK_QUEUE_LEVEL",
-            0x09,
-            level_bits(queues.feedback_depth),
-            "RO",
-            0,
-            "queues.feedback_r_level",
-            "Fill level of the feedback queue as its PIM-side reader sees it.",
-        ),
-        Register(
-            "PREVERIFY_QUEUE_LEVEL",
-            0x0A,
-            level_bits(queues.preverify_depth),
-            "RO",
-            0,
-            "queues.preverify_r_level",
-            "Fill level of the pre-verification queue as its PIM-side reader sees it.",
-        ),
-        Register(
-            "EDC_HMAX",
-            0x10,
-            16,
-            "RW",
-            edc.hmax,
-            "edc.hmax",
-            "Maximum entropy Hmax, UQ4.12 nats; used by events accepted after the write. "
-            "Writing 0 sets the EDC error flag and keeps the old value.",
-        ),
-        Register(
-            "EDC_LLR",
-            0x11,
-            edc.llr_bits,
-            "RO",
-            0,
-            "edc.llr",
-            "Leading length register: batches drafted and not yet verified.",
-        ),
-    ]
-    counters = [
-        ("DRAFTS", "drafts", "accepted DRAFT events"),
-        ("CONTINUES", "continues", "DRAFT decisions to continue drafting"),
-        ("SUPPRESSIONS", "suppressions", "DRAFT decisions to stop drafting ahead"),
-        ("VERIFIES", "verifies", "accepted VERIFY events"),
-        ("ROLLBACKS", "rollbacks", "VERIFY events that rejected a token (rollbacks)"),
-    ]
-    for offset, (name, member, what) in enumerate(counters):
-        regs.append(
-            Register(
-                f"EDC_{name}",
-                0x12 + offset,
-                edc.stats_bits,
-                "RO",
-                0,
-                f"edc.{member}",
-                f"Count of {what}, saturating.",
-            )
-        )
-    regs += [
-        Register(
-            "TVC_N_MAX",
-            0x20,
-            tvc.n_bits,
-            "RW",
-            tvc.n_max,
-            "tvc.n_max",
-            "Clamp N_max on the ASK answer; a larger value saturates to the register's maximum. "
-            "A write waits (bus ready low) while a LEARN or an ASK is in progress.",
-        ),
-        Register(
-            "TVC_NCR",
-            0x21,
-            tvc.cycle_bits,
-            "RO",
-            0,
-            "tvc.ncr",
-            "NPU current-cycle register: PIM cycles since the last NPU_START, frozen by "
-            "NPU_DONE, saturating.",
-        ),
-        Register(
-            "GTSU_DLM_MASK",
-            0x30,
-            gtsu.ranks,
-            "RW",
-            dlm,
-            "gtsu.dlm_mask",
-            "Ranks holding draft-model weights; takes effect at the next switch.",
-        ),
-        Register(
-            "GTSU_TLM_MASK",
-            0x31,
-            gtsu.ranks,
-            "RW",
-            tlm,
-            "gtsu.tlm_mask",
-            "Ranks holding target-model weights; takes effect at the next switch.",
-        ),
-        Register(
-            "GTSU_T_OFF",
-            0x32,
-            gtsu.timer_bits,
-            "RW",
-            gtsu.t_off,
-            "gtsu.t_off",
-            "Cycles between gating off the old ranks and enabling the new ones.",
-        ),
-        Register(
-            "GTSU_T_ON",
-            0x33,
-            gtsu.timer_bits,
-            "RW",
-            gtsu.t_on,
-            "gtsu.t_on",
-            "Cycles between enabling the new ranks and ready.",
-        ),
-        Register(
-            "GTSU_LAST_SWITCH",
-            0x34,
-            gtsu.timer_bits,
-            "RO",
-            0,
-            "gtsu.last_switch_cycles",
-            "Latency in PIM cycles of the last completed switch, saturating.",
-        ),
-        Register(
-            "GTSU_SWITCHES",
-            0x35,
-            SWITCH_COUNTER_BITS,
-            "RO",
-            0,
-            "gtsu.switches",
-            "Completed switches, saturating.",
-        ),
-        Register(
-            "GTSU_DLM_ENABLE",
-            0x36,
-            gtsu.ranks,
-            "RO",
-            0,
-            "gtsu.dlm_enable",
-            "Ranks enabled for the draft model in this cycle.",
-        ),
-        Register(
-            "GTSU_TLM_ENABLE",
-            0x37,
-            gtsu.ranks,
-            "RO",
-            0,
-            "gtsu.tlm_enable",
-            "Ranks enabled for the target model in this cycle.",
-        ),
-    ]
-    learned = {
-        "nvct": "NPU cycles per KV-cache token",
-        "pdct": "PIM cycles per drafted token",
-        "pvct": "PIM cycles per pre-verified token",
-    }
-    for table, base in TABLE_BASES.items():
-        for index in range(tvc.depth):
-            regs.append(
-                Register(
-                    f"TVC_{table.upper()}_{index}",
-                    base + index,
-                    tvc.ratio_bits,
-                    "RW",
-                    0,
-                    f"tvc.{table}[{index}]",
-                    f"{table.upper()} entry {index} ({learned[table]}, "
-                    f"UQ{tvc.ratio_bits - tvc.frac_bits}.{tvc.frac_bits}; 0 newest). "
-                    "A write waits while a LEARN or an ASK is in progress.",
-                )
-            )
-    return RegisterMap(params, regs)
+# -- PeakRDL exporters ---------------------------------------------------------------------
+
+
+def markdown(params: TopParams | None = None) -> str:
+    """The map as Markdown (peakrdl-markdown), for ``docs/registers.md``."""
+    from peakrdl_markdown import MarkdownExporter
+
+    regmap = register_map(params)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "registers.md"
+        MarkdownExporter().export(regmap.root, str(path))
+        return path.read_text()
+
+
+def write_c_header(path: Path, params: TopParams | None = None) -> None:
+    """The C header (peakrdl-cheader, C11): the register struct and per-field macros
+    (``_bm`` mask, ``_bp`` position, ``_bw`` width, ``_reset``). Writes ``path`` always; the
+    caller keeps mtimes stable (``ahasd.hw.verilog.write_if_changed``)."""
+    from peakrdl_cheader.exporter import CHeaderExporter
+
+    CHeaderExporter().export(register_map(params).root, str(path))
+
+
+def write_html(folder: Path, params: TopParams | None = None) -> None:
+    """The HTML register map (peakrdl-html) into ``folder`` (``index.html`` and its assets).
+
+    peakrdl-html stamps ``index.html`` with the build time (to defeat browser caches); the
+    stamp is replaced by one derived from the map's data files, so that the same map gives
+    the same files (and a changed map still a new stamp).
+    """
+    import hashlib
+    import re
+
+    from peakrdl_html import HTMLExporter
+
+    exporter = HTMLExporter(
+        generate_source_links=False, extra_doc_properties=["buffer_writes", "buffer_reads"]
+    )
+    exporter.export(register_map(params).root.top, str(folder), title="AHASD controller registers")
+    digest = hashlib.sha1()
+    for path in sorted(Path(folder).glob("data/*")):
+        digest.update(path.read_bytes())
+    stamp = str(int(digest.hexdigest()[:8], 16))
+    index = Path(folder) / "index.html"
+    text = index.read_text()
+    found = re.search(r"BUILD_TS = (\d+);", text)
+    if found:
+        index.write_text(text.replace(found.group(1), stamp))

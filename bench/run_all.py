@@ -20,6 +20,7 @@ ORDER = [
     "bench_backends",
     "bench_queues",
     "bench_cosim",
+    "bench_timing",
     "bench_make_test",
 ]
 

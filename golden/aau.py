@@ -25,11 +25,25 @@ The algorithm in brief (per element, ``X`` the INT16 Q8.8 code of logit ``x = X 
    ``top1 = round(M_max * recip / 2**24)`` in UQ0.16.
 5. SOFTMAX (second pass): ``p_i = round(M_i * recip / 2**(24 + R - n_i))`` in UQ0.16.
 
+The other modes (``docs/aau.md`` sections 9 and 10):
+
+6. NORM (LayerNorm, RMSNorm): a first pass accumulates ``S1 = sum X`` and
+   ``S2 = sum (X**2 * 2**16 + E)`` (``eps = E / 2**32`` added per element); once per vector
+   ``U = N S2 - 2**16 T**2`` (``T = S1``, or 0 for RMSNorm) is normalised by an even shift,
+   ``s = isqrt(V)``, ``r = 2**47 // s``; the second pass outputs
+   ``y = clamp(round(clamp((N X - T) r >> k) * G / 2**16) + B)`` in Q8.8.
+7. RELU exactly; SILU and GELU as ``x * g(x)`` with the gate ``g(|x|)`` from a
+   ``2**gate_table_bits + 1``-entry interpolated table and ``g(-a) = 1 - g(a)``.
+
 Public API (stable): :func:`aau_stats`, :func:`aau_softmax`, :func:`aau_sum`,
 :func:`aau_max`, :func:`aau_trace` (per-element intermediates, for RTL debugging),
-:func:`reference_stats`, :func:`reference_softmax`, :func:`exp2_table`, :func:`log2_table`,
-and the format constants below. :func:`aau_stats` is vectorised and provably identical to
-the sequential :func:`aau_stats_sequential` (see :func:`aau_stats`).
+:func:`aau_norm_stats`, :func:`aau_norm`, :func:`aau_relu`, :func:`aau_silu`,
+:func:`aau_gelu`, the float64 references :func:`reference_stats`,
+:func:`reference_softmax`, :func:`reference_layernorm`, :func:`reference_rmsnorm`,
+:func:`reference_silu`, :func:`reference_gelu`, the tables :func:`exp2_table`,
+:func:`log2_table`, :func:`silu_table`, :func:`gelu_table`, and the format constants below.
+:func:`aau_stats` is vectorised and provably identical to the sequential
+:func:`aau_stats_sequential` (see :func:`aau_stats`).
 """
 
 from __future__ import annotations
@@ -43,6 +57,9 @@ import numpy as np
 from ahasd.params import ENTROPY_BITS, ENTROPY_FRAC_BITS, AAUParams
 
 __all__ = [
+    "GATE_FRAC",
+    "GELU_CUBIC",
+    "GELU_SPAN_BITS",
     "H_FRAC",
     "LN2_CODE",
     "LN2_FRAC",
@@ -51,16 +68,29 @@ __all__ = [
     "LOG2_FRAC",
     "LOG2_MANT_BITS",
     "M_FRAC",
+    "NORM_EPS_FRAC",
+    "NORM_RESET",
+    "NORM_ROOT_BITS",
+    "NORM_SQUARE_SHIFT",
+    "NORM_Z_BITS",
+    "NORM_Z_FRAC",
     "PROB_FRAC",
     "RECIP_FRAC",
+    "SILU_SPAN_BITS",
     "T_FRAC",
     "W_FRAC",
     "Z_FRAC",
     "ElementTrace",
     "Finish",
+    "NormStats",
     "RefStats",
     "Stats",
+    "aau_gelu",
     "aau_max",
+    "aau_norm",
+    "aau_norm_stats",
+    "aau_relu",
+    "aau_silu",
     "aau_softmax",
     "aau_stats",
     "aau_stats_sequential",
@@ -68,10 +98,17 @@ __all__ = [
     "aau_trace",
     "exp2_table",
     "finish",
+    "gelu_table",
     "log2_table",
+    "reference_gelu",
+    "reference_layernorm",
+    "reference_rmsnorm",
+    "reference_silu",
     "reference_softmax",
     "reference_stats",
+    "silu_table",
     "sum_bits",
+    "sum_sq_bits",
     "w_bits",
     "z_bits",
 ]
@@ -101,6 +138,22 @@ H_FRAC = 24
 RECIP_FRAC = 24
 #: Probabilities (top-1 and SOFTMAX outputs): UQ0.16, saturating at ``2**16 - 1``.
 PROB_FRAC = 16
+
+#: SILU/GELU gates ``g`` and their tables: UQ1.16 (``0 .. 2**16``).
+GATE_FRAC = 16
+#: The tables span ``|x| < 2**SPAN_BITS / 256``: 16 for SiLU, 4 for GELU.
+SILU_SPAN_BITS = 12
+GELU_SPAN_BITS = 10
+#: GELU's tanh form: ``g(a) = (1 + tanh(sqrt(2/pi) (a + GELU_CUBIC a**3))) / 2``.
+GELU_CUBIC = 0.044715
+#: NORM: ``eps = norm_eps / 2**NORM_EPS_FRAC``; each ``X**2`` enters ``S2`` shifted by 16.
+NORM_EPS_FRAC = 32
+NORM_SQUARE_SHIFT = 16
+#: NORM: the root ``s`` has this many bits (``V`` in ``[2**46, 2**48)``), ``r = 2**47 // s``.
+NORM_ROOT_BITS = 24
+#: NORM: ``z`` (the normalised element) is Q9.16, clamped to ``[-2**24, 2**24)``.
+NORM_Z_FRAC = 16
+NORM_Z_BITS = 25
 
 _LOGIT_BITS = AAUParams.LOGIT_BITS
 _LOGIT_FRAC = AAUParams.LOGIT_FRAC_BITS
@@ -136,6 +189,14 @@ def sum_bits(params: AAUParams = _DEFAULT_PARAMS) -> int:
     return _LOGIT_BITS + _clog2(params.max_length)
 
 
+def sum_sq_bits(params: AAUParams = _DEFAULT_PARAMS) -> int:
+    """Width of the unsigned NORM sum of squares ``S2``: ``47 + clog2(max_length)`` (63).
+
+    Each term ``X**2 * 2**16 + E`` is below ``2**46 + 2**16 < 2**47``.
+    """
+    return 2 * (_LOGIT_BITS - 1) + NORM_SQUARE_SHIFT + 1 + _clog2(params.max_length)
+
+
 @cache
 def exp2_table(bits: int) -> tuple[int, ...]:
     """``2**bits + 1`` entries ``E[j] = round(2**(j / 2**bits) * 2**M_FRAC)``, UQ1.16.
@@ -157,6 +218,39 @@ def log2_table(bits: int) -> tuple[int, ...]:
     size = 1 << bits
     return tuple(
         math.floor(math.log2(1.0 + j / size) * (1 << LOG2_FRAC) + 0.5) for j in range(size + 1)
+    )
+
+
+def _sigmoid(a: float) -> float:
+    return 1.0 / (1.0 + math.exp(-a))
+
+
+def _gelu_gate(a: float) -> float:
+    return (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (a + GELU_CUBIC * a**3))) / 2.0
+
+
+@cache
+def silu_table(bits: int) -> tuple[int, ...]:
+    """``2**bits + 1`` entries ``HS[j] = round(2**16 * sigmoid(16 j / 2**bits))``, UQ1.16.
+
+    ``HS[0] = 32768`` is exact; every other entry is irrational and far from a rounding tie
+    (the tests check these float64 values against 50-digit decimals).
+    """
+    size = 1 << bits
+    span = (1 << SILU_SPAN_BITS) >> _LOGIT_FRAC  # 16
+    return tuple(
+        math.floor(_sigmoid(span * j / size) * (1 << GATE_FRAC) + 0.5) for j in range(size + 1)
+    )
+
+
+@cache
+def gelu_table(bits: int) -> tuple[int, ...]:
+    """``2**bits + 1`` entries ``HG[j] = round(2**16 * (1 + tanh(sqrt(2/pi) (a + 0.044715
+    a**3))) / 2)`` at ``a = 4 j / 2**bits``, UQ1.16 (``HG[0] = 32768``)."""
+    size = 1 << bits
+    span = (1 << GELU_SPAN_BITS) >> _LOGIT_FRAC  # 4
+    return tuple(
+        math.floor(_gelu_gate(span * j / size) * (1 << GATE_FRAC) + 0.5) for j in range(size + 1)
     )
 
 
@@ -266,6 +360,54 @@ class ElementTrace:
     w: np.ndarray
     z: np.ndarray
     w_acc: np.ndarray
+
+
+@dataclass(frozen=True)
+class NormStats:
+    """A LAYERNORM or RMSNORM first pass and its post pass (``docs/aau.md`` 9.1, 9.2).
+
+    Attributes
+    ----------
+    count : int
+        ``N``, the number of elements.
+    sum : int
+        ``S1 = sum X`` (the ``result``'s ``sum``).
+    sum_sq : int
+        ``S2 = sum (X**2 * 2**16 + E)``, ``2**32 sum (x**2 + eps)`` (the ``result``'s
+        ``sum_sq``).
+    centre : int
+        ``T``: ``S1`` for LayerNorm, 0 for RMSNorm.
+    u : int
+        ``U = N S2 - 2**16 T**2``, ``2**32 N**2 (var + eps)``.
+    rstd_shift : int
+        ``k = lead(U) >> 1`` (the ``result``'s ``rstd_shift``).
+    radicand : int
+        ``V = shift(U, 46 - 2k)``, in ``[2**46, 2**48)``.
+    root : int
+        ``s = isqrt(V)``, in ``[2**23, 2**24)``.
+    rstd : int
+        ``r = 2**47 // s`` (the ``result``'s ``rstd``): ``1/sqrt(var + eps) ~ N r
+        2**-(8 + k)``.
+
+    The second pass uses ``count``, ``centre``, ``rstd`` and ``rstd_shift``;
+    :data:`NORM_RESET` is the unit's state before any first pass.
+    """
+
+    count: int
+    sum: int
+    sum_sq: int
+    centre: int
+    u: int
+    rstd_shift: int
+    radicand: int
+    root: int
+    rstd: int
+
+
+#: The held NORM statistics after reset (``docs/aau.md`` 9.2): a NORM pass outputs ``B``.
+NORM_RESET = NormStats(
+    count=0, sum=0, sum_sq=0, centre=0, u=0, rstd_shift=0, radicand=0, root=0, rstd=0
+)
 
 
 @dataclass(frozen=True)
@@ -513,6 +655,121 @@ def aau_max(x: object, params: AAUParams = _DEFAULT_PARAMS) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------------------
+# NORM: LAYERNORM / RMSNORM first pass, NORM second pass
+
+
+def _check_parameters(name: str, values: object, size: int) -> np.ndarray:
+    """``values`` as an int64 array of ``size`` INT16 codes, or raise with an exact message."""
+    array = np.asarray(values)
+    if array.shape != (size,):
+        raise ValueError(f"{name} must have the shape of x, ({size},), not {array.shape}")
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integer Q8.8 codes, not dtype {array.dtype}")
+    low, high = int(array.min()), int(array.max())
+    if low < -(1 << 15) or high > (1 << 15) - 1:
+        bad = low if low < -(1 << 15) else high
+        raise ValueError(f"{name} must hold INT16 codes (-32768..32767), found {bad}")
+    return array.astype(np.int64)
+
+
+def aau_norm_stats(
+    x: object, params: AAUParams = _DEFAULT_PARAMS, *, rms: bool = False
+) -> NormStats:
+    """LAYERNORM (or RMSNORM with ``rms=True``): the first pass and its post pass.
+
+    Parameters
+    ----------
+    x : 1-D integer array of INT16 Q8.8 codes, ``1 <= len(x) <= params.max_length``.
+    params : the shared parameter set (``norm_eps`` is ``E``).
+    rms : RMSNorm (no centring, ``T = 0``) instead of LayerNorm.
+    """
+    codes = _check_vector(x, params)
+    count = codes.size
+    total = int(np.sum(codes))
+    squares = int(np.sum(codes * codes))  # < 2**50 for any max_length: int64 is exact
+    sum_sq = (squares << NORM_SQUARE_SHIFT) + count * params.norm_eps
+    centre = 0 if rms else total
+    u = count * sum_sq - (centre * centre << NORM_SQUARE_SHIFT)
+    shift = (u.bit_length() - 1) >> 1
+    radicand = _shift_int(u, 2 * (NORM_ROOT_BITS - 1) - 2 * shift)
+    root = math.isqrt(radicand)
+    rstd = (1 << (2 * NORM_ROOT_BITS - 1)) // root
+    return NormStats(count, total, sum_sq, centre, u, shift, radicand, root, rstd)
+
+
+def aau_norm(
+    x: object,
+    gamma: object,
+    beta: object,
+    params: AAUParams = _DEFAULT_PARAMS,
+    stats: NormStats | None = None,
+    *,
+    rms: bool = False,
+) -> np.ndarray:
+    """NORM: the second pass, ``y_i`` in Q8.8 (int64 codes).
+
+    Parameters
+    ----------
+    x : the vector (INT16 Q8.8 codes).
+    gamma, beta : the scale and bias of each element (INT16 Q8.8 codes, as long as ``x``):
+        the parameter stream.
+    params : the shared parameter set.
+    stats : the first pass the unit holds (:func:`aau_norm_stats`, or :data:`NORM_RESET`);
+        by default the LAYERNORM (RMSNORM with ``rms=True``) pass over ``x`` itself.
+    """
+    codes = _check_vector(x, params)
+    scale = _check_parameters("gamma", gamma, codes.size)
+    bias = _check_parameters("beta", beta, codes.size)
+    if stats is None:
+        stats = aau_norm_stats(codes, params, rms=rms)
+    centred = stats.count * codes - stats.centre  # |c| < 2**32
+    z_low, z_high = -(1 << (NORM_Z_BITS - 1)), (1 << (NORM_Z_BITS - 1)) - 1
+    z = np.clip((centred * stats.rstd) >> stats.rstd_shift, z_low, z_high)  # |c r| < 2**57
+    half = 1 << (NORM_Z_FRAC - 1)
+    y = ((z * scale + half) >> NORM_Z_FRAC) + bias
+    return np.clip(y, -(1 << 15), (1 << 15) - 1).astype(np.int64)
+
+
+# ---------------------------------------------------------------------------------------
+# RELU, SILU, GELU
+
+
+def aau_relu(x: object, params: AAUParams = _DEFAULT_PARAMS) -> np.ndarray:
+    """RELU: ``max(X, 0)``, exact (int64 codes)."""
+    return np.maximum(_check_vector(x, params), 0)
+
+
+def _gated(codes: np.ndarray, table: tuple[int, ...], span_bits: int, bits: int) -> np.ndarray:
+    """``round_shift(X * g, 16)`` with ``g(|X|)`` interpolated in ``table`` over
+    ``|X| < 2**span_bits``, 1 beyond, and ``g(-a) = 1 - g(a)`` (``docs/aau.md`` 10)."""
+    entries = np.array(table, dtype=np.int64)
+    one = 1 << GATE_FRAC
+    magnitude = np.abs(codes)
+    low_bits = span_bits - bits
+    inside = magnitude < (1 << span_bits)
+    index = np.where(inside, magnitude >> low_bits, 0)
+    rest = magnitude & ((1 << low_bits) - 1)
+    steps = entries[index + 1] - entries[index]  # index < 2**bits: index + 1 is in the table
+    h = np.where(inside, entries[index] + ((steps * rest) >> low_bits), one)
+    gate = np.where(codes >= 0, h, one - h)
+    return (codes * gate + (1 << (GATE_FRAC - 1))) >> GATE_FRAC
+
+
+def aau_silu(x: object, params: AAUParams = _DEFAULT_PARAMS) -> np.ndarray:
+    """SILU: ``x * sigmoid(x)`` in Q8.8 (int64 codes), gate from :func:`silu_table`."""
+    codes = _check_vector(x, params)
+    bits = params.gate_table_bits
+    return _gated(codes, silu_table(bits), SILU_SPAN_BITS, bits)
+
+
+def aau_gelu(x: object, params: AAUParams = _DEFAULT_PARAMS) -> np.ndarray:
+    """GELU (tanh form) in Q8.8 (int64 codes), gate from :func:`gelu_table`."""
+    codes = _check_vector(x, params)
+    bits = params.gate_table_bits
+    return _gated(codes, gelu_table(bits), GELU_SPAN_BITS, bits)
+
+
+# ---------------------------------------------------------------------------------------
 # float64 reference
 
 
@@ -532,3 +789,35 @@ def reference_softmax(x_float: object) -> np.ndarray:
     values = np.asarray(x_float, dtype=np.float64)
     weights = np.exp(values - values.max())
     return weights / weights.sum()
+
+
+def reference_layernorm(
+    x_float: object, gamma_float: object, beta_float: object, eps: float
+) -> np.ndarray:
+    """Float64 LayerNorm of values (population variance): ``(x - mean) / sqrt(var + eps) *
+    gamma + beta``."""
+    values = np.asarray(x_float, dtype=np.float64)
+    centred = values - values.mean()
+    return centred / np.sqrt(np.mean(centred * centred) + eps) * gamma_float + beta_float
+
+
+def reference_rmsnorm(
+    x_float: object, gamma_float: object, beta_float: object, eps: float
+) -> np.ndarray:
+    """Float64 RMSNorm of values: ``x / sqrt(mean(x**2) + eps) * gamma + beta``."""
+    values = np.asarray(x_float, dtype=np.float64)
+    return values / np.sqrt(np.mean(values * values) + eps) * gamma_float + beta_float
+
+
+def reference_silu(x_float: object) -> np.ndarray:
+    """Float64 SiLU of values: ``x * sigmoid(x)``."""
+    values = np.asarray(x_float, dtype=np.float64)
+    return values / (1.0 + np.exp(-values))
+
+
+def reference_gelu(x_float: object) -> np.ndarray:
+    """Float64 GELU of values, tanh form: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+    x**3)))``."""
+    values = np.asarray(x_float, dtype=np.float64)
+    inner = math.sqrt(2.0 / math.pi) * (values + GELU_CUBIC * values**3)
+    return 0.5 * values * (1.0 + np.tanh(inner))

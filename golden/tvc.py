@@ -12,8 +12,8 @@ With ``F = frac_bits``, ``D = depth`` and ``s = F + log2(D)`` (``F + 2`` by defa
 - ``LEARN(table, cycles, length)``: ``ratio = min(2**ratio_bits - 1, (cycles << F) // length)``
   shifted in at index 0 (FIFO replacement); ``length == 0`` is a protocol error;
 - ``C_npu  = min(2**cycle_bits - 1, (sum(NVCT) * L_kv) >> s)`` (saturates);
-- ``C_d1   = sum(PDCT) >> s`` (exact, never saturates: with the default widths it is
-  below ``2**24``);
+- ``C_d1   = sum(PDCT) >> s`` (exact, never saturates: it is below
+  ``2**(ratio_bits - F)``, ``2**32`` with the default widths);
 - ``C_left = C_npu - NCR - C_d1`` (signed, exact);
 - ``n = 0`` if the NPU is not busy or ``C_left <= 0``; else ``min(P, N_max)`` if
   ``sum(PVCT) == 0``; else ``min(P, N_max, (C_left << s) // sum(PVCT))``.

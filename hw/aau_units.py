@@ -12,6 +12,13 @@ The AAU (``hw/aau.py``) composes them; other modes of the unit can reuse them:
                              free-running pipeline of fixed latency
 :class:`RestoringDivider`    ``floor(dividend / divisor)`` and the remainder, one quotient bit
                              per cycle (section 5.2), widths as parameters
+:class:`RestoringSquareRoot` ``isqrt(radicand)`` and the remainder, one root bit per cycle
+                             (section 9.2, the NORM post pass)
+:class:`ShiftAddMultiplier`  ``multiplicand * multiplier``, one multiplier bit per cycle (the
+                             NORM post pass's products)
+:class:`GateUnit`            the gate ``g(x)`` of SILU and GELU (``x * g(x)``) from an
+                             interpolated table over ``|x|`` (section 10); a three-stage stream
+                             pipeline with a global stall, carrying a tag, like ``Exp2Unit``
 ===========================  ===============================================================
 
 The tables and the two constants are the ones of ``docs/aau.md`` section 2.
@@ -22,12 +29,25 @@ from __future__ import annotations
 import itertools
 from decimal import Decimal, localcontext
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, ShapeCastable, Signal, signed
+from amaranth.hdl import (
+    Array,
+    Cat,
+    Const,
+    Module,
+    Mux,
+    Shape,
+    ShapeCastable,
+    Signal,
+    Value,
+    signed,
+)
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = [
     "EXP_LATENCY",
+    "GATE_BITS",
+    "GATE_LATENCY",
     "LN2_CODE",
     "LN_FRAC",
     "LN_LATENCY",
@@ -38,13 +58,22 @@ __all__ = [
     "MANTISSA_BITS",
     "N_BITS",
     "Exp2Unit",
+    "GateUnit",
     "LeadingOne",
     "LogUnit",
     "RestoringDivider",
+    "RestoringSquareRoot",
+    "ShiftAddMultiplier",
+    "decoded",
     "exp2_table",
     "exp_input_layout",
     "exp_output_layout",
+    "gate_input_layout",
+    "gate_output_layout",
+    "gelu_table",
     "log2_table",
+    "silu_table",
+    "widen",
 ]
 
 LOG2E_CODE = 24204406  # round(log2(e) * 2**24), UQ1.24
@@ -56,11 +85,16 @@ N_BITS = 9  # n = t >> 16, in -185 .. 184
 MANTISSA_BITS = 17  # M = 2**frac(t), UQ1.16
 LOG2_FRAC = 20  # log2 table entries, the mantissa below the leading one, log2 results
 LN_FRAC = 24  # ln results
+GATE_FRAC = 16  # SILU/GELU gates, UQ1.16
+GATE_BITS = 17  # a gate is 0 .. 2**16
+SILU_SPAN_BITS = 12  # the SiLU table spans |X| < 2**12 (|x| < 16)
+GELU_SPAN_BITS = 10  # the GELU table spans |X| < 2**10 (|x| < 4)
 
 # Pipeline depths in edges, the one that takes (samples) the input included.
 EXP_LATENCY = 3  # Exp2Unit: x to o
 LOG2_LATENCY = 3  # LogUnit: z, exponent to log2
 LN_LATENCY = 4  # LogUnit: z, exponent to ln
+GATE_LATENCY = 3  # GateUnit: x to o
 
 
 def exp2_table(bits: int) -> list[int]:
@@ -95,6 +129,86 @@ def log2_table(bits: int) -> list[int]:
             )
             for j in range(size + 1)
         ]
+
+
+def _decimal_pi() -> Decimal:
+    """pi at the current decimal precision, by Machin's formula ``16 atan(1/5) -
+    4 atan(1/239)`` (the Taylor series of ``atan(1/n)`` converges fast for these ``n``)."""
+
+    def arctan_of_inverse(n: int) -> Decimal:
+        term = total = Decimal(1) / n
+        square = n * n
+        k = 1
+        while True:
+            term /= -square
+            addend = term / (2 * k + 1)
+            if total + addend == total:
+                return total
+            total += addend
+            k += 1
+
+    return 16 * arctan_of_inverse(5) - 4 * arctan_of_inverse(239)
+
+
+def _gate_table(bits: int, span: int, gate) -> list[int]:
+    """``round(2**16 * gate(span * j / 2**bits))`` for ``j = 0 .. 2**bits``, in 50-digit
+    decimal arithmetic (round half up; only ``j = 0`` is exact, ``gate(0) = 1/2``)."""
+    with localcontext() as ctx:
+        ctx.prec = 50
+        size = 1 << bits
+        return [
+            int(
+                (
+                    gate(Decimal(span * j) / size) * (1 << GATE_FRAC) + Decimal("0.5")
+                ).to_integral_value("ROUND_FLOOR")
+            )
+            for j in range(size + 1)
+        ]
+
+
+def silu_table(bits: int) -> list[int]:
+    """``HS[j] = round(2**16 * sigmoid(16 j / 2**bits))``, ``j = 0 .. 2**bits`` (UQ1.16)."""
+    return _gate_table(bits, 16, lambda a: 1 / (1 + (-a).exp()))
+
+
+def gelu_table(bits: int) -> list[int]:
+    """``HG[j] = round(2**16 * (1 + tanh(sqrt(2/pi) (a + 0.044715 a**3))) / 2)`` at
+    ``a = 4 j / 2**bits``, ``j = 0 .. 2**bits`` (UQ1.16)."""
+
+    def gate(a: Decimal) -> Decimal:
+        u = (2 / _decimal_pi()).sqrt() * (a + Decimal("0.044715") * a**3)
+        # (1 + tanh(u)) / 2 = 1 / (1 + exp(-2u))
+        return 1 / (1 + (-2 * u).exp())
+
+    return _gate_table(bits, 4, gate)
+
+
+def widen(m: Module, value, width: int) -> Signal:
+    """``value`` zero- or sign-extended to ``width`` bits in a wire of its own, so that both
+    operands of an add have the same width (Verilator's lint wants that, and the synthesiser
+    narrows them back). Call it inside the ``m.If`` that uses it: the assignment is then
+    conditional and the wire reaches the Verilog (0 outside the condition); an
+    unconditional one is folded back into a narrow operand."""
+    value = Value.cast(value)
+    if width < len(value):
+        raise ValueError(f"cannot extend {len(value)} bits to {width}")
+    wide = Signal(signed(width) if value.shape().signed else width)
+    m.d.comb += wide.eq(value)
+    return wide
+
+
+def decoded(m: Module, value, *members) -> Signal:
+    """A bit that is high while ``value`` (an enum-shaped signal) is one of ``members``,
+    decoded by a ``Switch`` with a ``Default``. A ``==`` against an enum member reaches the
+    Verilog as a constant narrower than the signal (or as ``!`` for code 0), which
+    Verilator's lint reports; case patterns keep the full width."""
+    flag = Signal()
+    with m.Switch(value):
+        with m.Case(*members):
+            m.d.comb += flag.eq(1)
+        with m.Default():
+            m.d.comb += flag.eq(0)
+    return flag
 
 
 def _rejected(component: wiring.Component, error: Exception) -> Exception:
@@ -276,7 +390,9 @@ class LeadingOne(wiring.Component):
     nonzero : Out(1)
         ``value != 0``.
 
-    No register: zero latency, a priority chain of ``width`` multiplexers.
+    No register: zero latency. A binary tree over ``value`` (padded to a power of two):
+    each node takes the upper half's answer when that half has a set bit, else the lower
+    half's, and adds one position bit; ``clog2(width)`` levels of multiplexers.
     """
 
     def __init__(self, *, width: int):
@@ -286,11 +402,24 @@ class LeadingOne(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # The highest set bit wins: later assignments take priority.
-        for bit in range(self.width):
-            with m.If(self.value[bit]):
-                m.d.comb += self.position.eq(bit)
+
         m.d.comb += self.nonzero.eq(self.value.any())
+        if self.width == 1:  # the position has no bits
+            return m
+
+        def search(bits):
+            """(a bit of ``bits`` is set, position of the highest one) for a power-of-two
+            number of ``bits``, at least two."""
+            if len(bits) == 2:
+                return bits.any(), bits[1]
+            half = len(bits) // 2
+            upper_set, upper_at = search(bits[half:])
+            lower_set, lower_at = search(bits[:half])
+            return upper_set | lower_set, Cat(Mux(upper_set, upper_at, lower_at), upper_set)
+
+        padded = 1 << (self.width - 1).bit_length()
+        _, position = search(Cat(self.value, Const(0, padded - self.width)))
+        m.d.comb += self.position.eq(position[: len(self.position)])  # below width when set
         return m
 
 
@@ -500,4 +629,332 @@ class RestoringDivider(wiring.Component):
             ]
             with m.If(count == steps - 1):
                 m.d.sync += self.busy.eq(0)
+        return m
+
+
+# ---------------------------------------------------------------------------------------------
+# square root and multiply (the NORM post pass)
+
+
+class RestoringSquareRoot(wiring.Component):
+    """``isqrt(radicand)`` and the remainder, radix 2, one root bit per cycle.
+
+    Digit by digit from the top (``docs/aau.md`` 9.2 needs only ``floor(sqrt(V))``): with
+    ``root = rem = 0``, for each pair of radicand bits from the most significant one,
+    ``rem = 4 * rem + pair``; if ``rem >= 4 * root + 1``, ``rem -= 4 * root + 1`` and the next
+    root bit is 1, else 0 (``root = 2 * root + bit``). Each step is one subtractor of
+    ``root_bits + 2`` bits whose borrow selects the new remainder.
+
+    Parameters
+    ----------
+    radicand_bits : int, keyword-only
+        Width of the radicand, 1 to 256; ``root_bits = ceil(radicand_bits / 2)``.
+
+    Members
+    -------
+    start : In(1)
+        Loads ``radicand`` and starts (abandoning one in progress).
+    radicand : In(radicand_bits)
+        Read only in the ``start`` cycle.
+    busy : Out(1)
+        High for the ``root_bits`` cycles after ``start``.
+    root : Out(root_bits)
+    remainder : Out(root_bits + 1)
+        ``radicand == root**2 + remainder``, ``remainder <= 2 * root``: valid from the cycle
+        ``busy`` falls until the next ``start``.
+
+    Latency: ``start`` high at edge ``a`` gives the result after edge ``a + root_bits``.
+    Throughput: one root per ``root_bits + 1`` cycles. No stall input, no precondition.
+    State: the radicand (shifting out two bits per step), the root, the remainder.
+    """
+
+    def __init__(self, *, radicand_bits: int):
+        _check_int(self, "radicand_bits", radicand_bits, 1, 256)
+        self.radicand_bits = radicand_bits
+        self.root_bits = (radicand_bits + 1) // 2
+        super().__init__(
+            {
+                "start": In(1),
+                "radicand": In(radicand_bits),
+                "busy": Out(1),
+                "root": Out(self.root_bits),
+                "remainder": Out(self.root_bits + 1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        steps = self.root_bits
+        pairs = Signal(2 * steps)  # the radicand's bits not yet used, at the top
+        count = Signal(range(steps))
+
+        # Before the last step root < 2**(steps - 1) and remainder <= 2 * root < 2**steps,
+        # so the trial 4 * remainder + pair <= 8 * root + 3 fits steps + 2 bits, as does
+        # 4 * root + 1. It fits (is at least 4 * root + 1) when the subtraction does not
+        # borrow; the new remainder is then at most 2 * (2 * root + 1) < 2**(steps + 1).
+        trial = Cat(pairs[-2:], self.remainder[:steps])
+        difference = trial - Cat(Const(1, 2), self.root)
+        fits = ~difference[-1]
+
+        with m.If(self.start):
+            m.d.sync += [
+                pairs.eq(self.radicand),
+                self.root.eq(0),
+                self.remainder.eq(0),
+                count.eq(0),
+                self.busy.eq(1),
+            ]
+        with m.Elif(self.busy):
+            m.d.sync += [
+                self.remainder.eq(Mux(fits, difference[: steps + 1], trial[: steps + 1])),
+                self.root.eq(Cat(fits, self.root[:-1])),
+                pairs.eq(Cat(Const(0, 2), pairs[:-2])),
+                count.eq(count + 1),
+            ]
+            with m.If(count == steps - 1):
+                m.d.sync += self.busy.eq(0)
+        return m
+
+
+class ShiftAddMultiplier(wiring.Component):
+    """``multiplicand * multiplier``, unsigned, one multiplier bit per cycle (least first).
+
+    Each step adds the multiplicand to the upper half of the product when the multiplier's
+    lowest remaining bit is set, then shifts the whole product right by one: the multiplier
+    leaves at the bottom while the product's low bits enter at the top of its register.
+    One ``multiplicand_bits``-wide adder.
+
+    Parameters
+    ----------
+    multiplicand_bits, multiplier_bits : int, keyword-only
+        Widths, each 1 to 256.
+
+    Members
+    -------
+    start : In(1)
+        Loads ``multiplier`` and starts (abandoning a product in progress).
+    multiplicand : In(multiplicand_bits)
+        Read in each of the ``multiplier_bits`` cycles after ``start``: hold it over them.
+    multiplier : In(multiplier_bits)
+        Read only in the ``start`` cycle.
+    busy : Out(1)
+        High for the ``multiplier_bits`` cycles after ``start``.
+    product : Out(multiplicand_bits + multiplier_bits)
+        Valid from the cycle ``busy`` falls until the next ``start``.
+
+    Latency: ``start`` high at edge ``a`` gives the product after edge ``a +
+    multiplier_bits``. Throughput: one product per ``multiplier_bits + 1`` cycles. No stall
+    input.
+    """
+
+    def __init__(self, *, multiplicand_bits: int, multiplier_bits: int):
+        _check_int(self, "multiplicand_bits", multiplicand_bits, 1, 256)
+        _check_int(self, "multiplier_bits", multiplier_bits, 1, 256)
+        self.multiplicand_bits = multiplicand_bits
+        self.multiplier_bits = multiplier_bits
+        super().__init__(
+            {
+                "start": In(1),
+                "multiplicand": In(multiplicand_bits),
+                "multiplier": In(multiplier_bits),
+                "busy": Out(1),
+                "product": Out(multiplicand_bits + multiplier_bits),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        steps = self.multiplier_bits
+        low = self.product[:steps]  # the multiplier's remaining bits, then the product's low
+        high = self.product[steps:]
+        count = Signal(range(steps))
+        addend = Signal(self.multiplicand_bits)
+        with m.If(low[0]):
+            m.d.comb += addend.eq(self.multiplicand)
+        total = Signal(self.multiplicand_bits + 1)
+        m.d.comb += total.eq(high + addend)
+
+        with m.If(self.start):
+            m.d.sync += [
+                self.product.eq(self.multiplier),
+                count.eq(0),
+                self.busy.eq(1),
+            ]
+        with m.Elif(self.busy):
+            m.d.sync += [
+                self.product.eq(Cat(low[1:], total)),
+                count.eq(count + 1),
+            ]
+            with m.If(count == steps - 1):
+                m.d.sync += self.busy.eq(0)
+        return m
+
+
+# ---------------------------------------------------------------------------------------------
+# gate (SILU, GELU)
+
+
+def _tagged(fields: dict, tag_shape: ShapeCastable | int) -> data.StructLayout:
+    """``fields`` and a ``tag`` field of ``tag_shape``, left out when it has no bits (a
+    zero-width wire is an error in Verilator's lint)."""
+    if Shape.cast(tag_shape).width:
+        fields = {**fields, "tag": tag_shape}
+    return data.StructLayout(fields)
+
+
+def gate_input_layout(tag_shape: ShapeCastable | int = 0) -> data.StructLayout:
+    """A :class:`GateUnit` input: the Q8.8 code ``x``, ``gelu`` (the GELU table, else
+    SiLU's) and a ``tag`` carried alongside (no ``tag`` field for a zero-width tag)."""
+    return _tagged({"x": signed(LOGIT_BITS), "gelu": 1}, tag_shape)
+
+
+def gate_output_layout(tag_shape: ShapeCastable | int = 0) -> data.StructLayout:
+    """A :class:`GateUnit` output: the gate ``g`` (UQ1.16, ``0 .. 2**16``) and the ``tag``
+    (no ``tag`` field for a zero-width tag)."""
+    return _tagged({"g": GATE_BITS}, tag_shape)
+
+
+class GateUnit(wiring.Component):
+    """The gate ``g(x)`` of the activations ``x * g(x)``: SILU and GELU (``docs/aau.md`` 10).
+
+    For a Q8.8 code ``X``, ``a = |X|``: beyond the table's span (``a >= 2**12`` for SiLU,
+    ``2**10`` for GELU) ``h = 2**16``, else ``h = H[j] + (((H[j+1] - H[j]) * f) >> (P - G))``
+    with ``j = a >> (P - G)``, ``f = a & (2**(P - G) - 1)``, ``H`` = :func:`silu_table` (``P =
+    12``) or :func:`gelu_table` (``P = 10``) of ``G = table_bits``; then ``g = h`` for ``X
+    >= 0``, ``2**16 - h`` otherwise.
+
+    The GELU magnitude enters shifted left by two bits, ``4 a``: then both tables span
+    ``4 a < 2**12`` and share the index split ``j = 4a >> (12 - G)``, ``f' = 4a & (2**(12 - G)
+    - 1) = 4 f``, and ``(step * 4 f) >> (12 - G)`` is ``(step * f) >> (10 - G)`` exactly.
+
+    Parameters
+    ----------
+    table_bits : int, keyword-only
+        ``G``, the address bits of each gate table (``2**G + 1`` entries), 1 to 10.
+    tag_shape : shape-castable, keyword-only
+        Shape of a ``tag`` carried unchanged alongside each element (default: none, and
+        then the payloads have no ``tag`` field).
+
+    Members
+    -------
+    i : In(stream.Signature(gate_input_layout(tag_shape)))
+        ``x``, ``gelu`` and ``tag``. ``i.ready`` is ``o.ready`` (combinational, whatever
+        ``i.valid``).
+    o : Out(stream.Signature(gate_output_layout(tag_shape)))
+        ``g`` and the ``tag`` of each input element, in order.
+
+    Three pipeline registers: ``|x|``, the range check and the index split; the table read
+    (one ROM of both tables, ``2 * 2**G`` bases and steps, addressed by ``gelu`` and ``j``);
+    ``h`` (a ``12 x (12 - G)``-bit multiplier and an add) and the sign's ``2**16 - h``.
+
+    Latency :data:`GATE_LATENCY` (3) advancing edges (edges with ``o.ready`` high), the one
+    that takes the element included. Throughput one element per cycle. Backpressure: ``o.ready``
+    low freezes the whole pipeline, bubbles included, and holds ``o``; ``i.ready`` follows.
+    """
+
+    def __init__(self, *, table_bits: int, tag_shape: ShapeCastable | int = 0):
+        _check_int(self, "table_bits", table_bits, 1, 10)
+        try:
+            Shape.cast(tag_shape)
+        except TypeError:
+            raise _rejected(
+                self, TypeError(f"tag_shape must be a shape, not {tag_shape!r}")
+            ) from None
+        self.table_bits = table_bits
+        self.tag_shape = tag_shape
+        super().__init__(
+            {
+                "i": In(stream.Signature(gate_input_layout(tag_shape))),
+                "o": Out(stream.Signature(gate_output_layout(tag_shape))),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        bits = self.table_bits
+        span = SILU_SPAN_BITS
+        low_bits = span - bits  # at least 2
+        # One ROM pair for both tables, addressed by {gelu, j}: SiLU's 2**G segments, then
+        # GELU's (each table's own end point only enters its last step).
+        silu_base, silu_step, _ = _table_roms(silu_table(bits), GATE_BITS)
+        gelu_base, gelu_step, _ = _table_roms(gelu_table(bits), GATE_BITS)
+        base_rom = Array([*silu_base, *gelu_base])
+        step_rom = Array([*silu_step, *gelu_step])
+        one = Const(1 << GATE_FRAC, GATE_BITS)
+
+        advance = self.o.ready  # a global stall: every register moves together
+        m.d.comb += self.i.ready.eq(advance)
+
+        # Stage 1: |x| (32768 included), GELU's shifted by two; the range check; j and f.
+        x = self.i.payload.x
+        magnitude = Signal(LOGIT_BITS)
+        with m.If(x[-1]):
+            m.d.comb += magnitude.eq(-x)
+        with m.Else():
+            m.d.comb += magnitude.eq(x)
+        scaled = Signal(LOGIT_BITS + 2)
+        with m.If(self.i.payload.gelu):
+            m.d.comb += scaled.eq(Cat(Const(0, 2), magnitude))
+        with m.Else():
+            m.d.comb += scaled.eq(magnitude)
+        valid1 = Signal()
+        outside1 = Signal()
+        negative1 = Signal()
+        gelu1 = Signal()
+        index1 = Signal(bits)
+        rest1 = Signal(low_bits)
+        with m.If(advance):
+            m.d.sync += [
+                valid1.eq(self.i.valid),
+                outside1.eq(scaled[span:].any()),
+                negative1.eq(x[-1]),
+                gelu1.eq(self.i.payload.gelu),
+                index1.eq(scaled[low_bits:span]),
+                rest1.eq(scaled[:low_bits]),
+            ]
+
+        # Stage 2: the table read.
+        valid2 = Signal()
+        outside2 = Signal()
+        negative2 = Signal()
+        base2 = Signal(GATE_BITS)
+        step2 = Signal(GATE_BITS)  # wider than needed: equal operand widths below
+        rest2 = Signal(low_bits)
+        address = Cat(index1, gelu1)
+        with m.If(advance):
+            m.d.sync += [
+                valid2.eq(valid1),
+                outside2.eq(outside1),
+                negative2.eq(negative1),
+                base2.eq(base_rom[address]),
+                step2.eq(step_rom[address]),
+                rest2.eq(rest1),
+            ]
+
+        # Stage 3: h = H[j] + (D[j] * f) >> (P - G) <= H[j + 1] <= 2**16; the sign.
+        h = Signal(GATE_BITS)
+        with m.If(outside2):
+            m.d.comb += h.eq(one)
+        with m.Else():
+            m.d.comb += h.eq(base2 + (step2 * rest2).shift_right(low_bits)[:GATE_BITS])
+        valid3 = Signal()
+        gate3 = Signal(GATE_BITS)
+        with m.If(advance):
+            m.d.sync += valid3.eq(valid2)
+            with m.If(negative2):
+                m.d.sync += gate3.eq(one - h)
+            with m.Else():
+                m.d.sync += gate3.eq(h)
+
+        m.d.comb += [self.o.valid.eq(valid3), self.o.payload.g.eq(gate3)]
+
+        # The tag: a delay line of GATE_LATENCY registers beside the stages.
+        if Shape.cast(self.tag_shape).width:
+            tag = self.i.payload.tag
+            for stage in range(1, GATE_LATENCY + 1):
+                delayed = Signal(self.tag_shape, name=f"tag{stage}")
+                with m.If(advance):
+                    m.d.sync += delayed.eq(tag)
+                tag = delayed
+            m.d.comb += self.o.payload.tag.eq(tag)
         return m

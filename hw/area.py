@@ -7,13 +7,12 @@ wheel (``SIZE w BY h``; ``nand2_1`` is 1.38 x 2.72 = 3.75 um2). Yosys maps each 
 these cells (``dfflibmap`` for the flip-flops, ``abc`` for the logic), and reports
 
 - cells and flip-flops after mapping,
-- logic depth: the longest path between flip-flops, in yosys' generic gates (``ltp -noff``
-  after ``synth``, before the cells are mapped),
 - area in um2 at 130 nm, from the real footprints,
 - an estimate at 28 nm: the 130 nm area times :data:`SCALE_TO_28NM`.
 
-The liberty carries no timing, so ``abc`` optimises for area and the depth is a cell count,
-not a delay. The 28 nm figure is an estimate with a stated factor, not a synthesis result.
+The liberty carries no timing, so ``abc`` optimises for area. The 28 nm figure is an
+estimate with a stated factor, not a synthesis result. Timing (logic depth, Fmax) is
+``hw/timing.py``'s report: an area-oriented mapping says little about a clock.
 """
 
 from __future__ import annotations
@@ -108,7 +107,6 @@ class AreaReport:
     block: str
     cells: int
     flip_flops: int
-    logic_depth: int
     area_um2: float
 
     @property
@@ -133,9 +131,6 @@ def synthesize(block: Block, out_dir: Path, params: object | None = None) -> Are
         [
             f"read_verilog {block.name}.v",
             f"synth -flatten -top {block.name}",
-            # Logic depth on yosys' generic gates (AND/OR/XOR/MUX..., at most 3 inputs), between
-            # flip-flops: measured before mapping, where yosys knows which cells are registers.
-            "tee -o depth.txt ltp -noff",
             # Synchronous resets and enables become logic in front of a plain D flip-flop.
             "dfflegalize -cell $_DFF_P_ 01 -cell $_DFF_PN0_ 01 -cell $_DFF_PN1_ 01",
             f"dfflibmap -liberty {lib}",
@@ -155,27 +150,24 @@ def synthesize(block: Block, out_dir: Path, params: object | None = None) -> Are
     if done.returncode != 0:
         raise RuntimeError(f"yosys failed on {block.name}; see {work / 'yosys.log'}")
     stat = (work / "stat.txt").read_text()
-    depth = (work / "depth.txt").read_text()
     cells = int(re.search(r"^\s*(\d+)\s+\S+\s+cells$", stat, re.MULTILINE).group(1))
     flops = sum(
         int(count)
         for count in re.findall(r"^\s*(\d+)\s+\S+\s+sky130_fd_sc_hd__df\w+$", stat, re.MULTILINE)
     )
     area = float(re.search(r"Chip area for (?:top )?module .*?:\s*([\d.]+)", stat).group(1))
-    length = int(re.search(r"length=(\d+)", depth).group(1))
-    return AreaReport(block.name, cells, flops, length, area)
+    return AreaReport(block.name, cells, flops, area)
 
 
 def table(reports: list[AreaReport]) -> str:
     """A Markdown table of the reports."""
     rows = [
-        "| block | cells | flip-flops | logic depth (gates) | area sky130 (um2) "
+        "| block | cells | flip-flops | area sky130 (um2) "
         f"| area 28 nm est. (um2, x{SCALE_TO_28NM:.3f}) |",
-        "|---|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|",
     ]
     rows += [
-        f"| {r.block} | {r.cells} | {r.flip_flops} | {r.logic_depth} | {r.area_um2:,.0f} "
-        f"| {r.area_28nm_um2:,.0f} |"
+        f"| {r.block} | {r.cells} | {r.flip_flops} | {r.area_um2:,.0f} | {r.area_28nm_um2:,.0f} |"
         for r in reports
     ]
     return "\n".join(rows)

@@ -20,6 +20,7 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
+from ahasd.hw.arith import at_least_sum, partial_products
 from ahasd.params import ENTROPY_BITS, EDCParams
 
 __all__ = [
@@ -237,22 +238,34 @@ class EDC(wiring.Component):
         self.emitting = Signal()
         self.decision = Signal(decision_layout(p))
 
-    def bucket(self, m: Module, entropy_sum, length, hmax) -> Signal:
+    def bucket(self, m: Module, entropy_sum, length, hmax_multiples) -> Signal:
         """``min(7, (8*S) // (L*Hmax))``, exactly, without a divider.
 
-        The quotient reaches ``k`` exactly when ``8*S >= k*L*Hmax``; these comparisons hold
+        The quotient reaches ``k`` exactly when ``8*S >= L*(k*Hmax)``; these comparisons hold
         for a prefix of ``k = 1..7``, so the highest ``k`` that holds is the clamped quotient.
+        ``hmax_multiples[k]`` is ``k*Hmax`` (registers, see ``elaborate``), so each threshold
+        is one short product of ``L`` and a register.
         """
-        width = self.params.sum_bits + EDCParams.BUCKET_BITS  # 8*S; also k*L*Hmax for k <= 7
-        scale = Signal(width)
-        scaled_sum = Signal(width)
-        m.d.comb += [scale.eq(length * hmax), scaled_sum.eq(entropy_sum << EDCParams.BUCKET_BITS)]
-        result = Signal(EDCParams.BUCKET_BITS)
+        scaled_sum = entropy_sum << EDCParams.BUCKET_BITS
+        # reached[k - 1]: the quotient is at least k. Each test is a carry-save sum of the
+        # product's rows against 8*S, with one carry propagation (ahasd.hw.arith).
+        reached = Signal(BUCKETS - 1)
         for k in range(1, BUCKETS):
-            threshold = Signal(width, name=f"bucket_threshold{k}")
-            m.d.comb += threshold.eq(scale * k)
-            with m.If(scaled_sum >= threshold):
-                m.d.comb += result.eq(k)
+            rows = partial_products(hmax_multiples[k], length)
+            m.d.comb += reached[k - 1].eq(at_least_sum(m, scaled_sum, rows, f"bucket_reached{k}"))
+
+        # A thermometer code (k reached implies every smaller k reached) to binary: bit j of
+        # the count is set where an odd multiple of 2**j is the last k reached. Two gate
+        # levels, where a priority chain over seven tests would be seven multiplexers deep.
+        def at(k):
+            return reached[k - 1] if k < BUCKETS else Const(0)
+
+        result = Signal(EDCParams.BUCKET_BITS)
+        for j in range(EDCParams.BUCKET_BITS):
+            step = 1 << j
+            m.d.comb += result[j].eq(
+                Cat(*(at(k) & ~at(k + step) for k in range(step, BUCKETS, 2 * step))).any()
+            )
         return result
 
     def pht_index(self, history, llr) -> Value:
@@ -282,7 +295,25 @@ class EDC(wiring.Component):
         s1_bucket = Signal(EDCParams.BUCKET_BITS)
         s1_full = Signal()
         s1_has_tokens = Signal()  # L >= 1 for a DRAFT, n_acc > 0 for a VERIFY (same bits)
-        head_bucket = self.bucket(m, head.payload.draft.s, head.payload.draft.length, self.hmax)
+        # k*Hmax for k = 1..7: the odd multiples 3, 5, 7 are registers written with Hmax (one
+        # adder in the write path instead of one per event in the bucket's path), the others
+        # are shifts.
+        odd_multiples = {
+            k: Signal(ENTROPY_BITS + EDCParams.BUCKET_BITS, init=k * p.hmax, name=f"hmax_times{k}")
+            for k in (3, 5, 7)
+        }
+        hmax_multiples = {
+            1: self.hmax,
+            2: self.hmax << 1,
+            3: odd_multiples[3],
+            4: self.hmax << 2,
+            5: odd_multiples[5],
+            6: odd_multiples[3] << 1,
+            7: odd_multiples[7],
+        }
+        head_bucket = self.bucket(
+            m, head.payload.draft.s, head.payload.draft.length, hmax_multiples
+        )
 
         # The decision buffer: two entries, so its "not full" is a register and i.ready never
         # waits on o.ready combinationally, while a drained o still takes one decision a cycle.
@@ -414,6 +445,9 @@ class EDC(wiring.Component):
                 m.d.sync += self.error.eq(1)
             with m.Else():
                 m.d.sync += self.hmax.eq(self.hmax_w.payload)
+                m.d.sync += [
+                    multiple.eq(self.hmax_w.payload * k) for k, multiple in odd_multiples.items()
+                ]
         with m.If(protocol_error):
             m.d.sync += self.error.eq(1)
         return m

@@ -252,6 +252,15 @@ class AsyncQueues(wiring.Component):
                 members[f"{name}_{member}"] = flow
         super().__init__(wiring.Signature(members))
 
+    def member_domains(self) -> dict[str, str]:
+        """The clock domain of every member (``draft_w`` -> ``"pim"``, ...)."""
+        writer_side = ("w", "w_level")
+        return {
+            f"{name}_{member}": queue.w_domain if member in writer_side else queue.r_domain
+            for name, queue in self._queues.items()
+            for member in queue.signature.members
+        }
+
     def elaborate(self, platform):
         m = Module()
         for name, queue in self._queues.items():

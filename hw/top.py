@@ -1,63 +1,48 @@
-"""The AHASD controller top (spec 2.6, ``docs/top.md``).
+"""The AHASD controller top (spec 2.6, ``docs/top.md``, ``docs/integration.md``).
 
-One component holding the EDC, the TVC, the GTSU and the three async queues, behind a small
-synchronous register bus for the CPU and event ports for the PIM and NPU sides. This is what
-the co-simulation drives.
+One component holding the EDC, the TVC, the GTSU and the three async queues, behind an
+AXI4-Lite subordinate port for the CPU, with one level-sensitive interrupt, and event ports
+for the PIM and NPU sides. This is what the co-simulation drives.
 
-Clock domains: the controller core (EDC, TVC, GTSU, the register bus) runs in ``pim`` (the
-PIM clock, 800 MHz on the paper's platform): the blocks' ``sync`` is renamed to ``pim``. The
-queues cross to ``npu`` (the draft queue's reader, the feedback queue's writer) and ``cpu``
-(the pre-verification queue's writer). The generated Verilog has ``pim_clk``/``pim_rst``,
-``npu_clk``/``npu_rst`` and ``cpu_clk``/``cpu_rst``.
+Clock domains: the controller core (EDC, TVC, GTSU, the AXI4-Lite port and the register
+file) runs in ``pim`` (the PIM clock, 800 MHz on the paper's platform): the blocks' ``sync``
+is renamed to ``pim``. The queues cross to ``npu`` (the draft queue's reader, the feedback
+queue's writer) and ``cpu`` (the pre-verification queue's writer). The generated Verilog has
+``pim_clk``/``pim_rst``, ``npu_clk``/``npu_rst`` and ``cpu_clk``/``cpu_rst``.
 
-Internal wiring: the GTSU's ``want_preverify`` is the pre-verification queue's PIM-side
-``valid`` (an order is pending), exactly the level ``docs/spec-decisions.md`` names; every
-other block port is either a top port or behind a register (``ahasd.regmap``).
+The register decode is generated from the SystemRDL map (``hw/regmap.rdl``, compiled by
+:mod:`ahasd.regmap`) by :class:`ahasd.hw.registers.RegisterFile`; this module only binds the
+register file's ports to the blocks, and refuses, with a message naming the field, a map
+whose fields the blocks do not match. Internal wiring besides: the GTSU's
+``want_preverify`` is the pre-verification queue's PIM-side ``valid`` (an order is
+pending), exactly the level ``docs/spec-decisions.md`` names.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, DomainRenamer, Module, ResetInserter, Signal
+from amaranth.hdl import Cat, DomainRenamer, Module, ResetInserter, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ahasd.hw.edc import EDC, decision_layout, event_layout
-from ahasd.hw.gtsu import GTSU, Task
+from ahasd.hw.axi_lite import AXI4LiteSubordinate, axi4_lite_signature
+from ahasd.hw.edc import EDC, EventKind, decision_layout, event_layout
+from ahasd.hw.gtsu import GTSU, Reg, Task
 from ahasd.hw.queues import AsyncQueues
+from ahasd.hw.registers import RegisterFile, port_name
 from ahasd.hw.tvc import TVC, Table, answer_layout, command_layout
 from ahasd.params import TopParams
-from ahasd.regmap import (
-    ADDR_BITS,
-    DATA_BITS,
-    ERROR_BITS,
-    ID_VALUE,
-    SOFT_RESET_BITS,
-    STATUS_BITS,
-    TABLE_BASES,
-    TABLE_REGION,
-    VERSION_VALUE,
-    register_map,
-)
+from ahasd.regmap import ADDR_BITS, DATA_BITS, register_map
 
-__all__ = ["BUS_SIGNATURE", "ControllerTop"]
+__all__ = ["ControllerTop"]
 
-#: The register bus, seen from the CPU (the master): ``top.bus`` is ``In(BUS_SIGNATURE)``.
-BUS_SIGNATURE = wiring.Signature(
-    {
-        "addr": Out(ADDR_BITS),
-        "wdata": Out(DATA_BITS),
-        "we": Out(1),
-        "re": Out(1),
-        "ready": In(1),
-        "rdata": In(DATA_BITS),
-        "rvalid": In(1),
-    }
-)
-
-# Table regions: the two high address bits select the table, TVC's Table code is one less.
-_TABLE_OF_REGION = {
-    TABLE_BASES[name] // TABLE_REGION: table
-    for name, table in (("nvct", Table.NVCT), ("pdct", Table.PDCT), ("pvct", Table.PVCT))
+#: The TVC table of each table register array.
+_TABLES = {"TVC_NVCT": Table.NVCT, "TVC_PDCT": Table.PDCT, "TVC_PVCT": Table.PVCT}
+#: The GTSU write-port register of each GTSU register.
+_GTSU_REGISTERS = {
+    "GTSU_DLM_MASK": Reg.DLM_MASK,
+    "GTSU_TLM_MASK": Reg.TLM_MASK,
+    "GTSU_T_OFF": Reg.T_OFF,
+    "GTSU_T_ON": Reg.T_ON,
 }
 
 
@@ -73,32 +58,30 @@ def _rejected(component: wiring.Component, error: Exception) -> Exception:
 
 
 class ControllerTop(wiring.Component):
-    """EDC, TVC, GTSU and the queues behind one register interface (spec 2.6).
+    """EDC, TVC, GTSU and the queues behind an AXI4-Lite port and an interrupt (spec 2.6).
 
     Parameters
     ----------
     params : TopParams
-        The blocks' parameter sets. Every register must fit the 32-bit bus
-        (``edc.stats_bits``, ``tvc.ratio_bits``, ``tvc.cycle_bits``, ``gtsu.ranks`` at most 32).
+        The blocks' parameter sets. ``edc.stats_bits`` and ``gtsu.ranks`` must fit a 32-bit
+        register; the TVC's 40-bit (up to 64-bit) table entries and NCR are 64-bit registers.
 
     Members
     -------
-    bus : In(BUS_SIGNATURE), ``pim``
-        The CPU's register bus: ``addr`` (word address), ``wdata``, ``we``, ``re`` from the
-        CPU; ``ready``, ``rdata``, ``rvalid`` to it. An access (read, write or both) presented
-        in cycle ``c`` is taken at the edge ending ``c`` if ``ready`` is high in ``c``; otherwise
-        the CPU holds it. ``ready`` is low only for a write to a TVC register (``TVC_N_MAX``, a
-        table entry) while the TVC is busy with a ``LEARN`` or an ``ASK`` (at most
-        ``2 + divider_cycles`` cycles). A taken read returns the register's value during cycle
-        ``c`` on ``rdata`` with ``rvalid`` high in cycle ``c + 1`` (``rdata`` then holds until
-        the next read). A taken write holds from cycle ``c + 1``; ``SOFT_RESET`` acts at the
-        edge itself. Register map: ``ahasd.regmap`` / ``docs/registers.md``.
+    s_axi : In(axi4_lite_signature(ADDR_BITS, 32)), ``pim``
+        AXI4-Lite subordinate port (:class:`~ahasd.hw.axi_lite.AXI4LiteSubordinate`): 12-bit
+        byte addresses, 32-bit data, ``SLVERR`` for an unmapped address or a write to a
+        read-only register, ``WSTRB`` honoured. Register map: ``hw/regmap.rdl`` /
+        ``docs/registers.md``; rules and timing: ``docs/integration.md``.
+    irq : Out(1), ``pim``
+        Level-sensitive, active high: an ``IRQ_STATUS`` cause with its ``IRQ_ENABLE`` bit.
     edc_event : In(stream.Signature(event_layout(params.edc))), ``pim``
         EDC events (``DRAFT``/``VERIFY``), as the EDC's ``i``.
     edc_decision : Out(stream.Signature(decision_layout(params.edc))), ``pim``
         EDC decisions, as the EDC's ``o``.
     tvc_cmd : In(stream.Signature(command_layout(params.tvc))), ``pim``
-        TVC commands, as the TVC's ``cmd`` (also not ready while a bus write to the TVC waits).
+        TVC commands, as the TVC's ``cmd`` (also not ready while a register write to the TVC
+        is presented: the TVC gives its write port priority).
     tvc_ans : Out(stream.Signature(answer_layout(params.tvc))), ``pim``
         TVC answers, as the TVC's ``ans``.
     want_draft : In(1), ``pim``
@@ -114,8 +97,12 @@ class ControllerTop(wiring.Component):
     preverify_w, preverify_w_level : ``cpu``
         The queues' ports, as in :class:`~ahasd.hw.queues.AsyncQueues`.
 
-    Latency: the blocks' own (EDC decision 2 cycles, TVC answer ``4 + divider_cycles``, GTSU
-    switch ``t_off + t_on``); the top adds no register stage on any event path.
+    Latency: the blocks' own on the event ports (EDC decision 2 cycles, TVC answer ``4 +
+    divider_cycles``, GTSU switch ``t_off + t_on``); the top adds no register stage on any
+    event path. AXI: a read's ``RVALID`` 2 cycles after its AR handshake, a write's
+    ``BVALID`` 2 cycles after its later AW/W handshake, plus the time a write to a TVC
+    register waits for a ``LEARN`` or an ``ASK`` to finish (at most ``2 + divider_cycles``
+    cycles plus the time an answer waits on ``tvc_ans.ready``).
     """
 
     def __init__(self, params: TopParams):
@@ -132,7 +119,8 @@ class ControllerTop(wiring.Component):
         ranks = params.gtsu.ranks
         super().__init__(
             {
-                "bus": In(BUS_SIGNATURE),
+                "s_axi": In(axi4_lite_signature(ADDR_BITS, DATA_BITS)),
+                "irq": Out(1),
                 "edc_event": In(stream.Signature(event_layout(params.edc))),
                 "edc_decision": Out(stream.Signature(decision_layout(params.edc))),
                 "tvc_cmd": In(stream.Signature(command_layout(params.tvc))),
@@ -148,20 +136,34 @@ class ControllerTop(wiring.Component):
             }
         )
 
+    def member_domains(self) -> dict[str, str]:
+        """The clock domain of every member: the queues' own, ``pim`` for the rest."""
+        domains = dict.fromkeys(self.signature.members, "pim")
+        domains.update(self._queues.member_domains())
+        return domains
+
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        bus = self.bus
 
-        # Soft resets: one pulse per block, at the edge of the write (W1P).
-        soft_reset = {name: Signal(name=f"soft_reset_{name}") for name in SOFT_RESET_BITS}
+        registers = RegisterFile(self.regmap)
+        soft_reset = {name: Signal(name=f"soft_reset_{name}") for name in ("edc", "tvc", "gtsu")}
         edc = EDC(p.edc)
         tvc = TVC(p.tvc)
         gtsu = GTSU(p.gtsu)
+        queues = self._queues
+        bridge = AXI4LiteSubordinate(addr_bits=ADDR_BITS, data_bits=DATA_BITS)
+        # The register file's ports first: a map the blocks do not match stops here.
+        self._bind(m, registers, *self._register_signals(edc, tvc, gtsu, soft_reset))
         m.submodules.edc = DomainRenamer("pim")(ResetInserter({"sync": soft_reset["edc"]})(edc))
         m.submodules.tvc = DomainRenamer("pim")(ResetInserter({"sync": soft_reset["tvc"]})(tvc))
         m.submodules.gtsu = DomainRenamer("pim")(ResetInserter({"sync": soft_reset["gtsu"]})(gtsu))
-        m.submodules.queues = queues = self._queues
+        m.submodules.queues = queues
+        m.submodules.axi = DomainRenamer("pim")(bridge)
+        m.submodules.registers = DomainRenamer("pim")(registers)
+        wiring.connect(m, wiring.flipped(self.s_axi), bridge.axi)
+        wiring.connect(m, bridge.access, registers.access)
+        m.d.comb += self.irq.eq(registers.irq)
 
         # Event ports.
         wiring.connect(m, wiring.flipped(self.edc_event), edc.i)
@@ -190,131 +192,143 @@ class ControllerTop(wiring.Component):
             self.gtsu_tlm_enable.eq(gtsu.tlm_enable),
         ]
 
-        # Address decode.
-        regs = self.regmap
-        addr = bus.addr
-        selected = {reg.name: _equals(addr, reg.address) for reg in regs}
-        region = addr[ADDR_BITS - 2 :]
-        table_index_bits = max(1, p.tvc.depth_log2)
-        # An entry of a TVC table: the region's offset is below the depth.
-        region_offset = addr[: ADDR_BITS - 2]
-        entry_in_range = Signal()
-        if p.tvc.depth == TABLE_REGION:
-            m.d.comb += entry_in_range.eq(1)
-        else:
-            m.d.comb += entry_in_range.eq(~region_offset[p.tvc.depth_log2 :].any())
-        in_table = Signal()
-        table_code = Signal(2)
-        m.d.comb += [
-            in_table.eq(region.any() & entry_in_range),
-            # Region 1, 2, 3 -> NVCT 0, PDCT 1, PVCT 2.
-            table_code.eq(Cat(region[1] & ~region[0], region[1] & region[0])),
-        ]
-        assert all(_TABLE_OF_REGION[r].value == r - 1 for r in (1, 2, 3))
+        # The TVC's read port follows the access: the table array (and element) or N_MAX
+        # the register file selects. One access at a time, so one of them at most.
+        index_bits = len(tvc.rd_index)
+        m.d.comb += tvc.rd_table.eq(Table.N_MAX)  # TVC_N_MAX, and any other access
+        for group, table in _TABLES.items():
+            ports = getattr(registers, port_name(group))
+            with m.If(ports.selected):
+                m.d.comb += tvc.rd_table.eq(table)
+                if p.tvc.depth > 1:  # a one-entry table has no index
+                    m.d.comb += tvc.rd_index.eq(ports.index[:index_bits])
 
-        # TVC writes go through the TVC's write port, which waits while a command runs.
-        tvc_write = Signal()
+        # Writes: the EDC's Hmax port, the GTSU's and the TVC's write ports.
+        hmax = registers.edc_hmax.write
         m.d.comb += [
-            tvc_write.eq(bus.we & (selected["TVC_N_MAX"] | in_table)),
-            bus.ready.eq(~(tvc_write & ~tvc.wr.ready)),
-            tvc.wr.valid.eq(tvc_write),
-            tvc.wr.payload.value.eq(bus.wdata),
+            edc.hmax_w.valid.eq(hmax.valid),
+            edc.hmax_w.payload.eq(hmax.payload.hmax),
+            hmax.ready.eq(1),
         ]
-        with m.If(selected["TVC_N_MAX"]):
-            m.d.comb += tvc.wr.payload.table.eq(Table.N_MAX)
-        with m.Else():
-            m.d.comb += [
-                tvc.wr.payload.table.as_value().eq(table_code),
-                tvc.wr.payload.index.eq(region_offset[:table_index_bits]),
-            ]
-        # The TVC read port follows the address (combinational).
-        m.d.comb += [
-            tvc.rd_table.as_value().eq(table_code),
-            tvc.rd_index.eq(region_offset[:table_index_bits]),
-        ]
+        self._gtsu_writes(m, registers, gtsu)
+        self._tvc_writes(m, registers, tvc)
+        return m
 
-        write = bus.we & bus.ready
-        m.d.comb += [
-            edc.hmax_w.valid.eq(write & selected["EDC_HMAX"]),
-            edc.hmax_w.payload.eq(bus.wdata),
-        ]
-        gtsu_regs = ("GTSU_DLM_MASK", "GTSU_TLM_MASK", "GTSU_T_OFF", "GTSU_T_ON")
-        m.d.comb += [
-            gtsu.wr.valid.eq(write & Cat(*(selected[name] for name in gtsu_regs)).any()),
-            gtsu.wr.payload.reg.as_value().eq(addr[:2]),  # 0x30..0x33 in Reg's order
-            gtsu.wr.payload.value.eq(bus.wdata),
-        ]
-        for name, bit in SOFT_RESET_BITS.items():
-            m.d.comb += soft_reset[name].eq(write & selected["SOFT_RESET"] & bus.wdata[bit])
+    def _register_signals(self, edc: EDC, tvc: TVC, gtsu: GTSU, soft_reset: dict):
+        """``(sources, pulses)``: the block signal of every register field the register file
+        reads, and of every pulse it drives, by ``(register, field)``."""
+        p = self.params
+        queues = self._queues
+        # A DRAFT held off while the EDC is full (the EDC_LLR register at its maximum).
+        event = self.edc_event
+        refusing = (
+            event.valid
+            & ~event.ready
+            & _equals(event.payload.kind.as_value(), EventKind.DRAFT.value)
+            & edc.llr.all()
+        )
 
-        # Read values.
-        errors = Signal(len(ERROR_BITS))
-        flags = {"edc": edc.error, "tvc": tvc.error, "gtsu_config": gtsu.config_error}
-        for name, flag in flags.items():
-            m.d.comb += errors[ERROR_BITS[name]].eq(flag)
-        status = Signal(max(lsb + width for lsb, width in STATUS_BITS.values()))
-        status_sources = {
-            "gtsu_task": gtsu.current_task.as_value(),
-            "gtsu_ready": gtsu.ready,
-            "gtsu_gating": gtsu.gating,
-            "tvc_busy": tvc.busy,
-            "tvc_npu_busy": tvc.npu_busy,
-        }
-        for name, (lsb, width) in STATUS_BITS.items():
-            m.d.comb += status[lsb : lsb + width].eq(status_sources[name])
-        sources = {
-            "ID": Const(ID_VALUE, DATA_BITS),
-            "VERSION": Const(VERSION_VALUE, DATA_BITS),
-            "ERROR": errors,
-            "STATUS": status,
+        # What the register file reads: (register, field) -> the block's signal.
+        levels = {
             "DRAFT_QUEUE_LEVEL": queues.draft_w_level,
             "FEEDBACK_QUEUE_LEVEL": queues.feedback_r_level,
             "PREVERIFY_QUEUE_LEVEL": queues.preverify_r_level,
-            "EDC_HMAX": edc.hmax,
-            "EDC_LLR": edc.llr,
-            "EDC_DRAFTS": edc.drafts,
-            "EDC_CONTINUES": edc.continues,
-            "EDC_SUPPRESSIONS": edc.suppressions,
-            "EDC_VERIFIES": edc.verifies,
-            "EDC_ROLLBACKS": edc.rollbacks,
-            "TVC_N_MAX": tvc.rd_value,  # the read port shows N_max when the table is N_MAX
-            "TVC_NCR": tvc.ncr,
-            "GTSU_DLM_MASK": gtsu.dlm_mask,
-            "GTSU_TLM_MASK": gtsu.tlm_mask,
-            "GTSU_T_OFF": gtsu.t_off,
-            "GTSU_T_ON": gtsu.t_on,
-            "GTSU_LAST_SWITCH": gtsu.last_switch_cycles,
-            "GTSU_SWITCHES": gtsu.switches,
-            "GTSU_DLM_ENABLE": gtsu.dlm_enable,
-            "GTSU_TLM_ENABLE": gtsu.tlm_enable,
         }
-        # N_MAX through the read port: region 0 decodes as table code 0, so override it.
-        with m.If(selected["TVC_N_MAX"]):
-            m.d.comb += tvc.rd_table.eq(Table.N_MAX)
+        sources = {
+            ("ERROR", "edc"): edc.error,
+            ("ERROR", "tvc"): tvc.error,
+            ("ERROR", "gtsu_config"): gtsu.config_error,
+            ("STATUS", "gtsu_task"): gtsu.current_task.as_value(),
+            ("STATUS", "gtsu_ready"): gtsu.ready,
+            ("STATUS", "gtsu_gating"): gtsu.gating,
+            ("STATUS", "tvc_busy"): tvc.busy,
+            ("STATUS", "tvc_npu_busy"): tvc.npu_busy,
+            ("IRQ_STATUS", "preverify"): queues.preverify_r.valid,
+            ("IRQ_STATUS", "edc_backpressure"): refusing,
+            ("IRQ_STATUS", "edc_error"): edc.error,
+            ("IRQ_STATUS", "tvc_error"): tvc.error,
+            ("IRQ_STATUS", "gtsu_error"): gtsu.config_error,
+            **{(name, "entries"): level for name, level in levels.items()},
+            ("EDC_HMAX", "hmax"): edc.hmax,
+            ("EDC_LLR", "llr"): edc.llr,
+            **{
+                (f"EDC_{name.upper()}", "count"): getattr(edc, name)
+                for name in ("drafts", "continues", "suppressions", "verifies", "rollbacks")
+            },
+            ("TVC_N_MAX", "n_max"): tvc.rd_value[: p.tvc.n_bits],
+            ("TVC_NCR", "ncr"): tvc.ncr,
+            **{(group, "ratio"): tvc.rd_value[: p.tvc.ratio_bits] for group in _TABLES},
+            ("GTSU_DLM_MASK", "mask"): gtsu.dlm_mask,
+            ("GTSU_TLM_MASK", "mask"): gtsu.tlm_mask,
+            ("GTSU_T_OFF", "cycles"): gtsu.t_off,
+            ("GTSU_T_ON", "cycles"): gtsu.t_on,
+            ("GTSU_LAST_SWITCH", "cycles"): gtsu.last_switch_cycles,
+            ("GTSU_SWITCHES", "count"): gtsu.switches,
+            ("GTSU_DLM_ENABLE", "enable"): gtsu.dlm_enable,
+            ("GTSU_TLM_ENABLE", "enable"): gtsu.tlm_enable,
+        }
+        pulses = {("SOFT_RESET", name): signal for name, signal in soft_reset.items()}
 
-        read_value = Signal(DATA_BITS)
-        terms = []
-        for reg in regs:
-            if not reg.readable:
+        return sources, pulses
+
+    def _bind(self, m, registers: RegisterFile, sources: dict, pulses: dict) -> None:
+        """Connect every port of the register file to its block signal, refusing (with the
+        field's name) a field the top has no signal for, or one of another width."""
+        bound = set()
+        for group in registers.groups:
+            ports = getattr(registers, port_name(group), None)
+            if ports is None:
                 continue
-            if reg.name.startswith(("TVC_NVCT_", "TVC_PDCT_", "TVC_PVCT_")):
-                continue  # decoded as a region below
-            if reg.name not in sources:
-                raise AssertionError(f"register {reg.name} has no source in the top")
-            value = Signal(DATA_BITS, name=f"read_{reg.name.lower()}")
-            m.d.comb += value.eq(sources[reg.name])
-            terms.append(value & selected[reg.name].replicate(DATA_BITS))
-        table_value = Signal(DATA_BITS)
-        m.d.comb += table_value.eq(tvc.rd_value)
-        terms.append(table_value & in_table.replicate(DATA_BITS))
-        while len(terms) > 1:
-            terms = [a | b for a, b in zip(terms[::2], terms[1::2], strict=False)] + (
-                [terms[-1]] if len(terms) % 2 else []
-            )
-        m.d.comb += read_value.eq(terms[0])
+            for member, flow in ports.signature.members.items():
+                if member in ("selected", "index", "write"):
+                    continue  # bound below, by the writes and the TVC read port
+                key = (group, member)
+                table = sources if flow.flow == wiring.In else pulses
+                if key not in table:
+                    raise ValueError(f"register field {group}.{member} has no signal in the top")
+                signal = table[key]
+                port = getattr(ports, member)
+                if len(signal) != len(port):
+                    raise ValueError(
+                        f"register field {group}.{member} is {len(port)} bits wide, its "
+                        f"signal in the top {len(signal)}"
+                    )
+                if flow.flow == wiring.In:
+                    m.d.comb += port.eq(signal)
+                else:
+                    m.d.comb += signal.eq(port)
+                bound.add(key)
+        unused = [key for key in {**sources, **pulses} if key not in bound]
+        if unused:
+            group, member = unused[0]
+            raise ValueError(f"the register map has no field {group}.{member}")
 
-        take_read = bus.re & bus.ready
-        m.d.pim += bus.rvalid.eq(take_read)
-        with m.If(take_read):
-            m.d.pim += bus.rdata.eq(read_value)
-        return m
+    def _gtsu_writes(self, m, registers: RegisterFile, gtsu: GTSU) -> None:
+        writes = {name: getattr(registers, port_name(name)).write for name in _GTSU_REGISTERS}
+        m.d.comb += gtsu.wr.valid.eq(Cat(*(w.valid for w in writes.values())).any())
+        for name, write in writes.items():
+            m.d.comb += write.ready.eq(gtsu.wr.ready)
+            field = next(iter(write.payload.shape().members))
+            with m.If(write.valid):
+                m.d.comb += [
+                    gtsu.wr.payload.reg.eq(_GTSU_REGISTERS[name]),
+                    gtsu.wr.payload.value.eq(getattr(write.payload, field)),
+                ]
+
+    def _tvc_writes(self, m, registers: RegisterFile, tvc: TVC) -> None:
+        index_bits = len(tvc.wr.payload.index)
+        writes = {Table.N_MAX: registers.tvc_n_max.write}
+        writes.update(
+            {table: getattr(registers, port_name(group)).write for group, table in _TABLES.items()}
+        )
+        m.d.comb += tvc.wr.valid.eq(Cat(*(w.valid for w in writes.values())).any())
+        for table, write in writes.items():
+            m.d.comb += write.ready.eq(tvc.wr.ready)
+            with m.If(write.valid):
+                m.d.comb += tvc.wr.payload.table.eq(table)
+                if table == Table.N_MAX:
+                    m.d.comb += tvc.wr.payload.value.eq(write.payload.n_max)
+                else:
+                    m.d.comb += tvc.wr.payload.value.eq(write.payload.ratio)
+                    if self.params.tvc.depth > 1:  # a one-entry table has no index
+                        m.d.comb += tvc.wr.payload.index.eq(write.payload.index[:index_bits])

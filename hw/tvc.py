@@ -41,6 +41,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ahasd.hw.arith import product, sum_of, widened
 from ahasd.params import TVCParams
 
 __all__ = [
@@ -190,15 +191,19 @@ class TVC(wiring.Component):
         High in the cycle whose closing edge completes a ``LEARN`` (push or error).
     n_max : Signal(n_bits)
         The ``N_max`` register (also readable through the read port).
+    tables : dict of Table to list of Signal(ratio_bits)
+        ``NVCT``, ``PDCT``, ``PVCT``, index 0 newest (the arithmetic proofs read them whole).
+    l_kv : Signal(length_bits)
+        ``L_kv`` latched by the last ``NPU_START``.
 
     Latency, counted from the cycle ``a`` in which a command is accepted (``ans.ready``
     high): ``NPU_START``/``NPU_DONE`` act at the acceptance edge, the port is ready again in
     cycle ``a + 1``; a ``LEARN``'s entry is in the table (and the port ready) in cycle
     ``a + 2 + divider_cycles["learn"]`` (``a + 2`` when rejected or saturated); an ``ASK``'s
     answer is valid in cycle ``a + 4 + divider_cycles["ask"]`` (``a + 4`` when it needs no
-    division) and the port is ready one cycle after the answer is taken. Defaults: ``LEARN``
-    18, ``ASK`` 8; the worst parameters allowed (``ratio_bits = 64``, ``cycle_bits + F >=
-    64``, ``n_bits = 16``): 34 and 12, both within the spec's 40.
+    division) and the port is ready one cycle after the answer is taken. Defaults (40-bit
+    ratios and cycles): ``LEARN`` 22, ``ASK`` 8; the worst parameters allowed (``ratio_bits =
+    64``, ``cycle_bits + F >= 64``, ``n_bits = 16``): 34 and 12, both within the spec's 40.
     """
 
     def __init__(self, params: TVCParams):
@@ -222,6 +227,14 @@ class TVC(wiring.Component):
         )
         self.learn_done = Signal()
         self.n_max = Signal(params.n_bits, init=params.n_max)
+        self.tables = {
+            table: [
+                Signal(params.ratio_bits, name=f"{table.name.lower()}_{i}")
+                for i in range(params.depth)
+            ]
+            for table in (Table.NVCT, Table.PDCT, Table.PVCT)
+        }
+        self.l_kv = Signal(params.length_bits)
 
     def elaborate(self, platform):
         p = self.params
@@ -238,15 +251,16 @@ class TVC(wiring.Component):
         # operator sees equal operand widths (lint-clean Verilog, see docs/tvc.md).
         term_bits = c_left_bits(p) - 2
 
-        # Tables: index 0 newest.
-        tables = {
-            table: [Signal(p.ratio_bits, name=f"{table.name.lower()}_{i}") for i in range(p.depth)]
-            for table in (Table.NVCT, Table.PDCT, Table.PVCT)
-        }
+        tables = self.tables  # index 0 newest
         n_max = self.n_max
+        # The tables' sums, registered one cycle behind the tables. A table changes only at
+        # the edge that ends a write (accepted while idle) or a LEARN; the port is idle in the
+        # cycle after, so an ASK is accepted one cycle later at the earliest and first reads
+        # a sum (in ask_product) one cycle after that, when the register has caught up. The
+        # tables cannot change while the ASK runs (the ports are not ready).
         sums = {table: Signal(sum_bits, name=f"sum_{table.name.lower()}") for table in tables}
         for table, entries in tables.items():
-            m.d.comb += sums[table].eq(_adder_tree(entries))
+            m.d.sync += sums[table].eq(sum_of(m, entries, sum_bits, f"sum_{table.name.lower()}"))
 
         def entry_writes(table_sel, index, value):
             """``table[index] := value`` for the table and index given by signals."""
@@ -272,7 +286,7 @@ class TVC(wiring.Component):
         # NPU task: L_kv and the NCR counter.
         npu_busy = Signal()
         ncr = Signal(p.cycle_bits)
-        l_kv = Signal(p.length_bits)
+        l_kv = self.l_kv
         error = Signal()
         m.d.comb += [self.npu_busy.eq(npu_busy), self.ncr.eq(ncr), self.error.eq(error)]
         with m.If(npu_busy & ~ncr.all()):
@@ -285,30 +299,45 @@ class TVC(wiring.Component):
         ask_p = Signal(p.length_bits)
         ask_ncr = Signal(term_bits)
         ask_npu_busy = Signal()
-        c_npu = Signal(term_bits + 1)
-        c_d1 = Signal(term_bits)
+        # (sum(NVCT) * L_kv) >> S before its clamp at 2**cycle_bits - 1, and NCR + C_d1: the
+        # product and the sum are registered in ask_product, the clamp and the difference
+        # are formed in ask_left, so that neither cycle holds two carry propagations.
+        npu_scaled = Signal(sum_bits + p.length_bits - shift)
+        consumed = Signal(term_bits + 1)
         c_left = Signal(signed(c_left_bits(p)))
         limit = Signal(p.n_bits)  # min(P, N_max)
         answer_n = Signal(p.n_bits)
         learning = Signal()  # what the divider is working for
 
-        # The shared divider: restoring, two quotient bits per cycle. The remainder stays
-        # below the divisor; the dividend's low bits shift out of the top of `low` while the
-        # quotient bits shift in at its bottom.
-        divisor = Signal(divisor_bits)
+        # The shared divider: radix 4, two quotient bits per cycle. The remainder stays below
+        # the divisor; the dividend's low bits shift out of the top of `low` while the
+        # quotient bits shift in at its bottom. Each cycle forms trial = 4*remainder + the
+        # next two dividend bits (below 4*divisor) and subtracts divisor, 2*divisor and
+        # 3*divisor side by side: the largest multiple that fits is the quotient digit. One
+        # subtraction deep, where two chained restoring steps would be two. The multiples
+        # are registers as wide as the trial (their constant bits cost nothing after
+        # synthesis), so that every comparison sees operands of equal width.
+        step_bits = divisor_bits + 2  # trial < 4*divisor
+        multiples = [Signal(step_bits, name=f"divisor_x{k}") for k in (1, 2, 3)]
         remainder = Signal(divisor_bits)
         low = Signal(quotient_bits)
         count = Signal(range(max(2, quotient_bits // 2)))  # cycles left after this one
 
-        def restoring_step(rem, bits):
-            trial = Cat(bits[-1], rem)
-            fits = trial[-1] | (trial[:divisor_bits] >= divisor)
-            # When it fits, trial - divisor < divisor: its low bits are the whole result.
-            difference = (trial[:divisor_bits] - divisor)[:divisor_bits]
-            return Mux(fits, difference, trial[:divisor_bits]), Cat(fits, bits[:-1])
-
-        rem_1, low_1 = restoring_step(remainder, low)
-        rem_2, low_2 = restoring_step(rem_1, low_1)
+        trial = Cat(low[-2], low[-1], remainder)
+        fits = [_at_least(trial, multiple) for multiple in multiples]  # fits[k-1]: k*d fits
+        # When k*divisor fits and (k+1)*divisor does not, trial - k*divisor < divisor: its
+        # low bits are the whole new remainder.
+        differences = [
+            (trial[:divisor_bits] - multiple[:divisor_bits])[:divisor_bits]
+            for multiple in multiples
+        ]
+        rem_2 = Mux(
+            fits[2],
+            differences[2],
+            Mux(fits[1], differences[1], Mux(fits[0], differences[0], trial[:divisor_bits])),
+        )
+        digit = Cat(fits[2] | (fits[0] & ~fits[1]), fits[1])
+        low_2 = Cat(digit, low[:-2])
 
         c_left_positive = c_left.as_unsigned()[: p.cycle_bits]  # exact when C_left > 0
         learn_dividend = learn_cycles << p.frac_bits
@@ -319,16 +348,24 @@ class TVC(wiring.Component):
         with m.Else():
             m.d.comb += dividend.eq(ask_dividend)
 
+        divisor_source = Signal(divisor_bits)
+        with m.If(learning):
+            m.d.comb += divisor_source.eq(learn_length)
+        with m.Else():
+            m.d.comb += divisor_source.eq(sums[Table.PVCT])
+        source_x3 = sum_of(m, [divisor_source, divisor_source << 1], step_bits, "divisor_source_x3")
+
         def start_division(q_bits):
             m.d.sync += [
                 remainder.eq(dividend >> q_bits),
                 low.eq(dividend[:q_bits] << (quotient_bits - q_bits)),
                 count.eq(q_bits // 2 - 1),
             ]
-            with m.If(learning):
-                m.d.sync += divisor.eq(learn_length)
-            with m.Else():
-                m.d.sync += divisor.eq(sums[Table.PVCT])
+            m.d.sync += [
+                multiples[0].eq(divisor_source),
+                multiples[1].eq(divisor_source << 1),
+                multiples[2].eq(source_x3),
+            ]
 
         # Stream ports and states (one-hot: every test is a single bit).
         cmd = self.cmd.payload
@@ -350,7 +387,9 @@ class TVC(wiring.Component):
             self.wr.ready.eq(idle),
             self.cmd.ready.eq(idle & ~self.wr.valid),
             self.ans.valid.eq(answering),
-            self.ans.payload.n.eq(answer_n),
+            # The clamp min(quotient, min(P, N_max)) is applied here, on registers, rather than
+            # after the last divider step. answer_n is 0 or `limit` when no division ran.
+            self.ans.payload.n.eq(Mux(answer_n < limit, answer_n, limit)),
             self.ans.payload.c_left.eq(c_left),
         ]
 
@@ -405,19 +444,27 @@ class TVC(wiring.Component):
                 goto(dividing)
 
         with m.If(ask_product):
-            scaled = (sums[Table.NVCT] * l_kv) >> shift
-            if len(scaled) > p.cycle_bits:
-                saturated = Const((1 << p.cycle_bits) - 1, p.cycle_bits)
-                m.d.sync += c_npu.eq(Mux(scaled[p.cycle_bits :].any(), saturated, scaled))
-            else:
-                m.d.sync += c_npu.eq(scaled)
-            m.d.sync += c_d1.eq(sums[Table.PDCT] >> shift)
+            npu_product = product(m, sums[Table.NVCT], l_kv, "npu_product")
+            c_d1 = sums[Table.PDCT] >> shift
+            m.d.sync += [
+                npu_scaled.eq(npu_product >> shift),
+                consumed.eq(sum_of(m, [ask_ncr, c_d1], term_bits + 1, "ncr_plus_c_d1")),
+            ]
             p_fits = ~_at_least(ask_p, n_max)  # P < N_max: then P fits n_bits
             m.d.sync += limit.eq(Mux(p_fits, ask_p, n_max))
             goto(ask_left)
 
         with m.If(ask_left):
-            m.d.sync += c_left.eq(c_npu - (ask_ncr + c_d1))
+            if len(npu_scaled) > p.cycle_bits:
+                saturated = Const((1 << p.cycle_bits) - 1, p.cycle_bits)
+                c_npu = Mux(npu_scaled[p.cycle_bits :].any(), saturated, npu_scaled[: p.cycle_bits])
+            else:
+                c_npu = npu_scaled
+            # C_npu - (NCR + C_d1) in two's complement: C_npu + ~consumed + 1.
+            width = c_left_bits(p)
+            negated = ~widened(m, consumed, width, "consumed_wide")
+            difference = sum_of(m, [c_npu, negated, Const(1, width)], width, "c_left_next")
+            m.d.sync += c_left.eq(difference)
             goto(ask_decide)
 
         with m.If(ask_decide):
@@ -443,8 +490,8 @@ class TVC(wiring.Component):
                     m.d.comb += self.learn_done.eq(1)
                     goto(idle)
                 with m.Else():
-                    quotient = low_2[: p.n_bits]  # below 2**n_bits: the saturation test said so
-                    m.d.sync += answer_n.eq(Mux(quotient < limit, quotient, limit))
+                    # Below 2**n_bits: the saturation test said so. Clamped at the output.
+                    m.d.sync += answer_n.eq(low_2[: p.n_bits])
                     goto(answering)
 
         with m.If(answering & self.ans.ready):
@@ -465,10 +512,3 @@ def _at_least(a, b):
     if len(a) < len(b):
         return ~b[len(a) :].any() & (a >= b[: len(a)])
     return a >= b
-
-
-def _adder_tree(entries):
-    """The sum of a power-of-two number of equal-width values, one carry bit per level."""
-    while len(entries) > 1:
-        entries = [a + b for a, b in zip(entries[::2], entries[1::2], strict=True)]
-    return entries[0]

@@ -12,9 +12,11 @@ directory given with ``--spec-dir``), with its source and a confidence note:
   SoCs, :mod:`ahasd.sim.phone`).
 
 A numeric field is written ``field = { value = 1.0, source = "...", confidence = "..." }``
-(a ``[field]`` table is the same thing). ``confidence`` may be given once at file level
-instead. An uncertain number may add ``range = [lo, hi]`` with a ``range_source``
-justifying it: ``ahasd reproduce`` varies it over that range.
+(a ``[field]`` table is the same thing); a model's operator fields (``norm``, ``activation``)
+take a name in the same shape, ``norm = { value = "rmsnorm", source = "..." }``.
+``confidence`` may be given once at file level instead. An uncertain number may add
+``range = [lo, hi]`` with a ``range_source`` justifying it: ``ahasd reproduce`` varies it
+over that range.
 
 A run's settings (:class:`RunSettings`) name a platform; :func:`resolve` fills the device
 fields the settings leave ``None`` from it and applies the platform's precision and the
@@ -47,6 +49,7 @@ __all__ = [
     "DEVICE_KINDS",
     "DEVICE_SETTINGS",
     "MEMORY_SHARING",
+    "MODEL_CHOICES",
     "NONLINEAR_WITHOUT_AAU",
     "PLATFORM_KIND",
     "SPEC_VALUE_MAX",
@@ -69,6 +72,7 @@ __all__ = [
     "read_toml",
     "require_string",
     "resolve",
+    "sourced_choice",
     "sourced_number",
 ]
 
@@ -92,13 +96,14 @@ def _help(text: str, default=None):
 
 @dataclass(frozen=True)
 class Sourced:
-    """Where one number comes from, and (for uncertain numbers) how far it may be off.
+    """Where one number (or one named choice, e.g. a model's norm) comes from, and (for
+    uncertain numbers) how far it may be off.
 
     ``span`` is the ``range = [lo, hi]`` of the spec file (``None`` when not given) and
     ``span_source`` its justification; ``ahasd reproduce`` varies the number over it.
     """
 
-    value: float
+    value: float | str
     source: str
     confidence: str
     span: tuple[float, float] | None = None
@@ -183,7 +188,13 @@ class ModelSpec:
     weight_bytes: float = _help("Bytes per weight (INT8 = 1).", 1.0)
     kv_bytes: float = _help("Bytes per KV-cache element.", 1.0)
     nominal_params: float = _help("Parameter count the name claims (reported).", 0.0)
-    sources: tuple[tuple[str, Sourced], ...] = _help("(field, Sourced) for every number.", ())
+    norm: str = _help("The layers' normalisation: layernorm or rmsnorm.", "layernorm")
+    activation: str = _help(
+        "The FFN activation: relu, gelu or silu (a gated FFN's SiLU, as SwiGLU).", "relu"
+    )
+    sources: tuple[tuple[str, Sourced], ...] = _help(
+        "(field, Sourced) for every number and named choice.", ()
+    )
 
     @property
     def kv_dim(self) -> int:
@@ -251,6 +262,8 @@ _REQUIRED_BY_KIND = {
     ),
     "cpu": ("nonlinear_elements_per_s", "transfer_latency_s"),
 }
+# The model fields that name an operator, and the names each may take (the AAU's modes).
+MODEL_CHOICES = {"norm": ("layernorm", "rmsnorm"), "activation": ("relu", "gelu", "silu")}
 _MODEL_INT_FIELDS = {
     "layers",
     "hidden",
@@ -314,12 +327,7 @@ def sourced_number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: 
             f"{path}: field '{key}': value must lie in {SPEC_VALUE_MIN:g}..{SPEC_VALUE_MAX:g} "
             f"(or be 0 where allowed), not {value!r}"
         )
-    source = entry.get("source")
-    if not isinstance(source, str) or not source.strip():
-        raise UserError(f"{path}: field '{key}': needs a 'source' string")
-    confidence = entry.get("confidence", data.get("confidence"))
-    if not isinstance(confidence, str) or not confidence.strip():
-        raise UserError(f"{path}: field '{key}': needs a 'confidence' note (or a file-level one)")
+    source, confidence = _provenance(path, data, key, entry)
     span = _span(path, key, entry, value, integer=integer, zero_ok=zero_ok)
     return Sourced(
         value=value,
@@ -350,6 +358,36 @@ def _span(path: Path, key: str, entry: dict, value, *, integer: bool, zero_ok: b
     if not isinstance(note, str) or not note.strip():
         raise UserError(f"{path}: field '{key}': a range needs a 'range_source' string")
     return (low, high)
+
+
+def sourced_choice(path: Path, data: dict, key: str, choices: tuple[str, ...]) -> Sourced:
+    """Parse ``key = {value = "<name>", source, confidence}`` with ``<name>`` one of
+    ``choices``; anything else is a UserError naming the file ``path`` and the field."""
+    entry = data[key]
+    if not isinstance(entry, dict):
+        raise UserError(
+            f"{path}: field '{key}': must be a table with value, source and confidence, "
+            f"not {entry!r}"
+        )
+    value = entry.get("value")
+    if value not in choices:
+        raise UserError(
+            f"{path}: field '{key}': value must be one of {', '.join(choices)}, not {value!r}"
+        )
+    source, confidence = _provenance(path, data, key, entry)
+    return Sourced(value=value, source=source, confidence=confidence)
+
+
+def _provenance(path: Path, data: dict, key: str, entry: dict) -> tuple[str, str]:
+    """The ``source`` and ``confidence`` of the field ``key`` (``entry``, or the file's
+    confidence); a UserError naming the file and the field when one is missing."""
+    source = entry.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise UserError(f"{path}: field '{key}': needs a 'source' string")
+    confidence = entry.get("confidence", data.get("confidence"))
+    if not isinstance(confidence, str) or not confidence.strip():
+        raise UserError(f"{path}: field '{key}': needs a 'confidence' note (or a file-level one)")
+    return source, confidence
 
 
 def _numbers(path: Path, data: dict, names, int_fields, zero_ok) -> dict[str, Sourced]:
@@ -411,9 +449,12 @@ def load_model(path: Path) -> ModelSpec:
     data = read_toml(path)
     name = require_string(path, data, "name")
     numeric = [f.name for f in fields(ModelSpec) if f.name not in ("name", "description")]
-    numeric = [n for n in numeric if n != "sources"]
+    numeric = [n for n in numeric if n != "sources" and n not in MODEL_CHOICES]
     parsed = _numbers(path, data, numeric, _MODEL_INT_FIELDS, set())
-    for required in numeric:
+    for key, choices in MODEL_CHOICES.items():
+        if key in data:
+            parsed[key] = sourced_choice(path, data, key, choices)
+    for required in (*numeric, *MODEL_CHOICES):
         if required not in parsed:
             raise UserError(f"{path}: field '{required}': required for a model")
     spec = ModelSpec(
@@ -699,10 +740,13 @@ class RunSettings:
     target_model: str | None = _help("Override of the pair's target model.", None)
     specpim_planned_draft: int = _help("Draft length SpecPIM's split is balanced for.", 4)
     draft_queue_tokens: int = _help("Unverified-draft budget of the draft queue (tokens).", 64)
-    # Spec 2.2: UQ32.8 ratios and 40-bit cycle figures. Interim: the RTL's register map
-    # still holds 32-bit fields, so TVCParams() keeps 32 until its wide registers land.
-    tvc_ratio_bits: int = _help("TVC table entry width (UQ(bits-F).F ratios; spec 2.2: 40).", 40)
-    tvc_cycle_bits: int = _help("TVC cycle-count width (spec 2.2: 40).", 40)
+    tvc_ratio_bits: int = _help(
+        "TVC table entry width (UQ(bits-F).F ratios; default TVCParams().ratio_bits).",
+        TVCParams().ratio_bits,
+    )
+    tvc_cycle_bits: int = _help(
+        "TVC cycle-count width (default TVCParams().cycle_bits).", TVCParams().cycle_bits
+    )
     nonlinear_without_aau: str = _help(
         "Where a PIM without AAU computes its nonlinear operators: 'npu' (the NPU's vector "
         "unit, activations over the off-chip bus, in contention with the verification; paper "
@@ -779,7 +823,8 @@ class RunSettings:
 CONTROLLER_BLOCKS = {"edc": EDCParams, "tvc": TVCParams, "gtsu": GTSUParams}
 # Override sections: spec-file kind -> (SpecLibrary attribute, dataclass, field check).
 _OVERRIDE_SECTIONS = {"devices": DeviceSpec, "power": PowerSpec, "models": ModelSpec}
-_OVERRIDE_TEXT_FIELDS = {"name", "kind", "description", "sources", "device"}
+# Not numbers: left out of the spec-field overrides (a model's operator fields are names).
+_OVERRIDE_TEXT_FIELDS = {"name", "kind", "description", "sources", "device", *MODEL_CHOICES}
 
 
 def overridable_fields(section: str) -> tuple[str, ...]:

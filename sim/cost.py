@@ -13,8 +13,12 @@ to the NPU's vector unit (paper section 4.1) or, as an option, to the host CPU. 
 applied everywhere:
 
 - **1 MAC = 1 op**; peaks in the spec files are MAC/s.
-- A vector unit spends ``VECTOR_OPS_PER_ELEMENT`` ops per nonlinear element; the AAU one
-  cycle per element (spec 2.4); the host CPU its ``nonlinear_elements_per_s``.
+- A vector unit spends ``VECTOR_OPS_PER_ELEMENT`` ops per nonlinear element; the host CPU
+  its ``nonlinear_elements_per_s``. The AAU takes each operator's measured cycles
+  (:data:`AAU_OPERATOR_CYCLES`: two passes for softmax and the norms, one for the
+  activations and the logits' statistics, plus each mode's fixed latency per vector;
+  ``docs/aau.md``), the model's own norm and activation (its spec file), and is charged its
+  energy per element for every one of those cycles (its power over its clock).
 - Without the AAU every element crosses the bus twice at ``LINK_BYTES_PER_ELEMENT`` (INT16
   out, INT16 back) and every nonlinear operator pays the hand-off latency of one request
   (the NPU's ``pim_request_latency_s`` or the CPU's ``transfer_latency_s``). The pass's
@@ -36,6 +40,7 @@ from ahasd.errors import UserError
 from ahasd.sim.config import DeviceSpec, ModelSpec, PowerSpec
 
 __all__ = [
+    "AAU_OPERATOR_CYCLES",
     "LINK_BYTES_PER_ELEMENT",
     "VECTOR_OPS_PER_ELEMENT",
     "Cost",
@@ -44,6 +49,7 @@ __all__ = [
     "OffloadPassModel",
     "PassModel",
     "SplitPassModel",
+    "aau_cycles",
     "executor_for",
     "nonlinear_operators",
     "operators",
@@ -51,6 +57,21 @@ __all__ = [
 
 VECTOR_OPS_PER_ELEMENT = 4  # max-subtract, exp (table), accumulate, scale
 LINK_BYTES_PER_ELEMENT = 4  # an INT16 element to the NPU (or CPU), its INT16 result back
+
+#: AAU cycles of one operator over a vector of ``N`` elements, ``passes * N + fixed``: from
+#: the cycle that takes the first element to the one that delivers the last output (or the
+#: result), both included, back to back from an idle unit, one element per cycle per pass.
+#: Measured on the RTL (``docs/aau.md`` section 15, "Throughput per mode"; asserted against
+#: it by ``tests/aau/test_amaranth.py``).
+AAU_OPERATOR_CYCLES = {
+    "softmax": (2, 44),  # STATS, then SOFTMAX over the same vector once the result is out
+    "stats": (1, 41),  # the logits: top-1 probability and entropy, one pass
+    "layernorm": (2, 130),  # LAYERNORM, its post pass (square root, division), NORM
+    "rmsnorm": (2, 130),
+    "relu": (1, 10),
+    "gelu": (1, 10),
+    "silu": (1, 10),
+}
 
 
 @dataclass(frozen=True)
@@ -223,6 +244,26 @@ def operators(model: ModelSpec, tokens: int, context: int):
     return matrix, elements, invocations
 
 
+def aau_cycles(model: ModelSpec, tokens: int, context: int) -> float:
+    """AAU cycles of the nonlinear operators of one pass (summed over the AAUs that share
+    them): per new token and layer, the attention softmax of each head over the keys, the
+    two norms over the hidden vector and the activation over the FFN width; then the final
+    norm and the logits' statistics (:data:`AAU_OPERATOR_CYCLES`)."""
+
+    def cycles(operator: str, length: int) -> int:
+        passes, fixed = AAU_OPERATOR_CYCLES[operator]
+        return passes * length + fixed
+
+    keys = context + tokens
+    per_layer = (
+        model.heads * cycles("softmax", keys)
+        + 2 * cycles(model.norm, model.hidden)
+        + cycles(model.activation, model.ffn)
+    )
+    final = cycles(model.norm, model.hidden) + cycles("stats", model.vocab)
+    return tokens * (model.layers * per_layer + final)
+
+
 class PassModel:
     """Cost of forward passes of one model on one executor, memoised by (tokens, context).
 
@@ -265,9 +306,11 @@ class PassModel:
             memory_bytes += count * op_bytes
         energy = macs * ex.pj_per_mac + memory_bytes * ex.pj_per_byte
         path = ex.nonlinear
-        nonlinear_seconds = elements / path.elements_per_s
+        # the AAU is busy for its operators' cycles, the other paths per element
+        busy = aau_cycles(self.model, tokens, context) if path.kind == "aau" else elements
+        nonlinear_seconds = busy / path.elements_per_s
         largest = max(each for _, _, each in nonlinear_operators(self.model, tokens, context))
-        energy += elements * path.pj_per_element
+        energy += busy * path.pj_per_element
         link_bytes = 0.0
         offload = {}
         if path.kind in ("host", "npu"):

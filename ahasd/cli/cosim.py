@@ -7,6 +7,8 @@ co-simulated), plus:
 - ``--rtl-latency``: feed the controller latencies measured in the RTL back into the model's
   timing (off by default, so that the run is identical to ``ahasd simulate``);
 - ``--check``: also run the golden controller and fail (exit 1) on the first divergence;
+- ``--irq``: the CPU learns of pending pre-verification orders from the interrupt instead of
+  by polling a register (the results are the same);
 - ``--build-dir``: where the Verilator builds and runs go (default ``build/cosim``).
 
 The summary printed is the model's; ``cosim`` (in ``--json``, or a few lines of text) holds
@@ -63,6 +65,11 @@ def register(subparsers) -> None:
         "--check", action="store_true", help="compare with the golden controller (exit 1 if not)"
     )
     cos.add_argument(
+        "--irq",
+        action="store_true",
+        help="learn of pending pre-verification orders from the interrupt, not by polling",
+    )
+    cos.add_argument(
         "--build-dir",
         type=Path,
         default=Path("build/cosim"),
@@ -71,7 +78,7 @@ def register(subparsers) -> None:
     cos.set_defaults(func=_cosim)
 
 
-def run_name(settings: RunSettings, feedback: bool) -> str:
+def run_name(settings: RunSettings, feedback: bool, irq: bool = False) -> str:
     """A file-name-safe name for a run: mode, pair, policy, seed, tokens, trace."""
     trace = settings.trace or "synthetic"
     parts = [
@@ -84,6 +91,8 @@ def run_name(settings: RunSettings, feedback: bool) -> str:
     ]
     if feedback:
         parts.append("rtl-latency")
+    if irq:
+        parts.append("irq")
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
 
 
@@ -110,9 +119,9 @@ def _cosim(args) -> int:
     build_root = check_build_root(args.build_dir)
     if args.out is not None:
         check_folder(args.out, option="--out", files=COSIM_FILES)
-    name = run_name(settings, args.rtl_latency)
+    name = run_name(settings, args.rtl_latency, args.irq)
     run = run_cosim(
-        {"settings": settings_to_dict(settings), "feedback": args.rtl_latency},
+        {"settings": settings_to_dict(settings), "feedback": args.rtl_latency, "irq": args.irq},
         model_top_params(settings),
         run_name=name,
         build_root=build_root,
@@ -144,6 +153,10 @@ def _cosim(args) -> int:
         f"cosim: {stats['calls']} controller calls, {stats['simulated_cycles']} PIM cycles "
         f"simulated + {stats['warped_cycles']} warped ({stats['warps']} warps, "
         f"{stats['rewinds']} rewinds), {stats['wall_s']:.1f} s"
+    )
+    print(
+        f"cosim: pending orders learned by {'interrupt' if stats['irq'] else 'polling'}: "
+        f"{stats['interrupts']} interrupts, {stats['polls']} polls"
     )
     for key in ("edc_decision_latency", "tvc_answer_latency", "gtsu_switch_cycles"):
         print(f"cosim: {key} (cycles: count) {stats[key]}")

@@ -1,12 +1,14 @@
 """Drivers and monitors of the controller top (:class:`ahasd.hw.top.ControllerTop`).
 
-The top's ports, grouped by block, each group a small driver: the CPU's register bus
-(:class:`RegisterBus`), the EDC's event and decision streams (:class:`EDCPorts`), the TVC's
-command and answer streams (:class:`TVCPorts`), the GTSU's request level and outputs
-(:class:`GTSUPorts`) and the three queues' ports in their three clock domains
-(:class:`QueuePorts`). :class:`ControllerTopDriver` holds one of each and starts the
-clocks and the reset; :class:`ControllerTopMonitor` samples every port of one clock
-domain in one cycle (:class:`PimCycle`, :class:`NpuCycle`, :class:`CpuCycle`).
+The top's ports, grouped by block, each group a small driver: the CPU's AXI4-Lite port and
+the interrupt (:class:`RegisterPort`, registers by their names in :mod:`ahasd.regmap`), the
+EDC's event and decision streams (:class:`EDCPorts`), the TVC's command and answer streams
+(:class:`TVCPorts`), the GTSU's request level and outputs (:class:`GTSUPorts`) and the three
+queues' ports in their three clock domains (:class:`QueuePorts`).
+:class:`ControllerTopDriver` holds one of each and starts the clocks and the reset;
+:class:`ControllerTopMonitor` samples every port of one clock domain in one cycle
+(:class:`PimCycle`, :class:`NpuCycle`, :class:`CpuCycle`), the register accesses the AXI
+bridge hands the register file included (``top.registers.access__*``).
 
 Every method that drives is for the writable phase after the falling edge of the port's
 clock; every method that samples is for ``ReadOnly`` (:mod:`ahasd.hw.tb.clocking`). The
@@ -27,7 +29,7 @@ from ahasd.hw.tb.clocking import CycleClock, start_clock
 from ahasd.hw.tb.streams import StreamPort, decode, encode
 from ahasd.hw.tvc import Op, Table, answer_layout, command_layout
 from ahasd.params import EDCParams, TopParams, TVCParams
-from ahasd.regmap import RegisterMap, register_map
+from ahasd.regmap import DATA_BITS, RegisterMap, register_map
 
 __all__ = [
     "CLOCK_DOMAINS",
@@ -40,7 +42,8 @@ __all__ = [
     "NpuCycle",
     "PimCycle",
     "QueuePorts",
-    "RegisterBus",
+    "RegisterPort",
+    "SlaveError",
     "TVCPorts",
 ]
 
@@ -52,66 +55,106 @@ TABLE_CODES = {"nvct": Table.NVCT, "pdct": Table.PDCT, "pvct": Table.PVCT}
 _COMMAND_MEMBERS = {Op.LEARN: "learn", Op.NPU_START: "npu_start", Op.ASK: "ask"}
 
 
-class RegisterBus:
-    """The CPU's side of the top's register bus (``bus__*``).
+class SlaveError(Exception):
+    """A register access answered ``SLVERR``."""
 
-    An access presented in a cycle is taken at the edge that ends it if ``ready`` is high
-    in that cycle, else the CPU holds it; a read's data comes with ``rvalid`` one cycle
-    later. Registers are named as in ``regmap`` (an address works too).
+
+class RegisterPort:
+    """The CPU's side of the top's AXI4-Lite port (``s_axi__*``) and its interrupt.
+
+    One access at a time, AW and W presented together, every response taken at once; the
+    registers by their names in the register map (:mod:`ahasd.regmap`), a 64-bit one as two
+    words, low word first (the map's rule: the high word writes it whole, the low word's
+    read snapshots the high word). Drives in the writable phase, samples in ``ReadOnly``.
     """
 
     def __init__(self, dut: Any, regmap: RegisterMap) -> None:
         self.regmap = regmap
-        self.we = dut.bus__we
-        self.re = dut.bus__re
-        self.addr = dut.bus__addr
-        self.wdata = dut.bus__wdata
-        self.ready_ = dut.bus__ready
-        self.rvalid = dut.bus__rvalid
-        self.rdata = dut.bus__rdata
-
-    def address(self, key: str | int) -> int:
-        return self.regmap.get(key).address
+        self.irq_ = dut.irq
+        for name in (
+            "awvalid", "awready", "awaddr", "awprot", "wvalid", "wready", "wdata", "wstrb",
+            "bvalid", "bready", "bresp", "arvalid", "arready", "araddr", "arprot", "rvalid",
+            "rready", "rdata", "rresp",
+        ):  # fmt: skip
+            setattr(self, name, getattr(dut, f"s_axi__{name}"))
+        self.reads = 0
+        self.writes = 0
 
     def quiet(self) -> None:
-        """No access, address and data zero (the state before reset ends)."""
-        for handle in (self.we, self.re, self.addr, self.wdata):
+        """No request, no response taken (the state before reset ends)."""
+        for handle in (self.awvalid, self.wvalid, self.arvalid, self.bready, self.rready):
             handle.value = 0
+        for handle in (self.awaddr, self.awprot, self.wdata, self.wstrb, self.araddr):
+            handle.value = 0
+        self.arprot.value = 0
 
-    def idle(self) -> None:
-        self.we.value = 0
-        self.re.value = 0
+    def irq(self) -> bool:
+        return bool(int(self.irq_.value))
 
-    def drive_write(self, key: str | int, value: int) -> None:
-        self.addr.value = self.address(key)
-        self.wdata.value = value
-        self.we.value = 1
-        self.re.value = 0
-
-    def drive_read(self, key: str | int) -> None:
-        self.addr.value = self.address(key)
-        self.we.value = 0
-        self.re.value = 1
-
-    def ready(self) -> bool:
-        """The access presented in this cycle is taken at the coming edge."""
-        return bool(int(self.ready_.value))
-
-    def read_data(self) -> int | None:
-        """``rdata`` when ``rvalid`` is high (the read taken in the previous cycle), else None."""
-        return int(self.rdata.value) if int(self.rvalid.value) else None
-
-    async def write(self, clock: CycleClock, key: str | int, value: int, limit: int) -> None:
-        """Write ``value`` into ``key``, holding the access until the bus takes it."""
-        self.drive_write(key, value)
+    async def write_word(
+        self, clock: CycleClock, address: int, data: int, limit: int, strobe: int = 0xF
+    ) -> int:
+        """Write one word; returns ``BRESP`` (0 OKAY, 2 SLVERR)."""
+        self.awaddr.value = address
+        self.wdata.value = data
+        self.wstrb.value = strobe
+        self.awvalid.value = 1
+        self.wvalid.value = 1
+        self.bready.value = 1
         for _ in range(limit):
             await ReadOnly()
-            taken = self.ready()
+            aw_taken = int(self.awvalid.value) and int(self.awready.value)
+            w_taken = int(self.wvalid.value) and int(self.wready.value)
+            response = int(self.bresp.value) if int(self.bvalid.value) else None
             await clock.next()
-            if taken:
-                self.we.value = 0
-                return
-        raise AssertionError(f"cycle {clock.cycle}: the bus never took the write of {key}")
+            if aw_taken:
+                self.awvalid.value = 0
+            if w_taken:
+                self.wvalid.value = 0
+            if response is not None:
+                self.bready.value = 0
+                self.writes += 1
+                return response
+        raise AssertionError(f"cycle {clock.cycle}: no write response for {address:#05x}")
+
+    async def read_word(self, clock: CycleClock, address: int, limit: int) -> tuple[int, int]:
+        """Read one word; returns ``(RDATA, RRESP)``."""
+        self.araddr.value = address
+        self.arvalid.value = 1
+        self.rready.value = 1
+        for _ in range(limit):
+            await ReadOnly()
+            ar_taken = int(self.arvalid.value) and int(self.arready.value)
+            response = None
+            if int(self.rvalid.value):
+                response = (int(self.rdata.value), int(self.rresp.value))
+            await clock.next()
+            if ar_taken:
+                self.arvalid.value = 0
+            if response is not None:
+                self.rready.value = 0
+                self.reads += 1
+                return response
+        raise AssertionError(f"cycle {clock.cycle}: no read response for {address:#05x}")
+
+    async def write(self, clock: CycleClock, name: str, value: int, limit: int) -> None:
+        """Write register ``name`` whole (low word first); SLVERR raises :class:`SlaveError`."""
+        reg = self.regmap.get(name)
+        for word, address in enumerate(reg.word_addresses):
+            data = (value >> (DATA_BITS * word)) & ((1 << DATA_BITS) - 1)
+            if await self.write_word(clock, address, data, limit):
+                raise SlaveError(f"write of {name} word {word}: SLVERR")
+
+    async def read(self, clock: CycleClock, name: str, limit: int) -> int:
+        """Read register ``name`` whole (low word first); SLVERR raises :class:`SlaveError`."""
+        reg = self.regmap.get(name)
+        value = 0
+        for word, address in enumerate(reg.word_addresses):
+            data, response = await self.read_word(clock, address, limit)
+            if response:
+                raise SlaveError(f"read of {name} word {word}: SLVERR")
+            value |= data << (DATA_BITS * word)
+        return value
 
 
 class EDCPorts:
@@ -247,13 +290,13 @@ class ControllerTopDriver:
 
     Attributes
     ----------
-    bus : RegisterBus; edc : EDCPorts; tvc : TVCPorts; gtsu : GTSUPorts; queues : QueuePorts
+    bus : RegisterPort; edc : EDCPorts; tvc : TVCPorts; gtsu : GTSUPorts; queues : QueuePorts
     """
 
     def __init__(self, dut: Any, params: TopParams) -> None:
         self.dut = dut
         self.params = params
-        self.bus = RegisterBus(dut, register_map(params))
+        self.bus = RegisterPort(dut, register_map(params))
         self.edc = EDCPorts(dut, params.edc)
         self.tvc = TVCPorts(dut, params.tvc)
         self.gtsu = GTSUPorts(dut)
@@ -289,8 +332,10 @@ class PimCycle:
     Transfers are payload bits, ``None`` when nothing moves.
     """
 
-    bus_ready: bool
-    read_data: int | None  # rdata with rvalid high: the read taken in the previous cycle
+    access: tuple[bool, int, int, int] | None  # a register access taken: (write, word
+    # address, wdata, wstrb), with its answer below
+    access_answer: tuple[int, bool] | None  # (rdata, error) of that access
+    irq: bool
     edc_ready: bool
     edc_event: int | None
     edc_decision: int | None
@@ -329,8 +374,9 @@ class ControllerTopMonitor:
     def pim(self) -> PimCycle:
         d = self.driver
         return PimCycle(
-            bus_ready=d.bus.ready(),
-            read_data=d.bus.read_data(),
+            access=self._access(),
+            access_answer=self._access_answer(),
+            irq=d.bus.irq(),
             edc_ready=bool(int(d.edc.event.ready.value)),
             edc_event=d.edc.event.transfer(),
             edc_decision=d.edc.decision.transfer(),
@@ -343,6 +389,28 @@ class ControllerTopMonitor:
             gtsu=d.gtsu.outputs(),
             want_preverify=d.gtsu.want_preverify(),
         )
+
+    def _registers(self):
+        return self.driver.dut.registers
+
+    def _access(self) -> tuple[bool, int, int, int] | None:
+        """The register access the AXI bridge hands the register file at the coming edge
+        (``valid`` and ``ready``): ``(write, word address, wdata, wstrb)``."""
+        regs = self._registers()
+        if not (int(regs.access__valid.value) and int(regs.access__ready.value)):
+            return None
+        return (
+            bool(int(regs.access__write.value)),
+            int(regs.access__addr.value),
+            int(regs.access__wdata.value),
+            int(regs.access__wstrb.value),
+        )
+
+    def _access_answer(self) -> tuple[int, bool] | None:
+        regs = self._registers()
+        if not (int(regs.access__valid.value) and int(regs.access__ready.value)):
+            return None
+        return int(regs.access__rdata.value), bool(int(regs.access__error.value))
 
     def npu(self) -> NpuCycle:
         queues = self.driver.queues

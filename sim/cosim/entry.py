@@ -32,7 +32,14 @@ async def cosim(dut):
     params = TopParams.from_dict(job["top_params"])
     _library, _hardware, presets = model_inputs(settings)
     verilog = Path(job["verilog"]) if "verilog" in job else Path.cwd().parent / f"{TOP}.v"
-    rtl = RTLController(dut, params, presets, verilog, feedback=bool(job.get("feedback")))
+    rtl = RTLController(
+        dut,
+        params,
+        presets,
+        verilog,
+        feedback=bool(job.get("feedback")),
+        irq=bool(job.get("irq")),
+    )
     await rtl.start()
     started = time.perf_counter()
     summary, log = await bridge(run_model)(settings, BlockingRTLController(rtl))
@@ -42,5 +49,6 @@ async def cosim(dut):
     stats["controller_cycles_per_s"] = stats["controller_cycles"] / wall if wall else 0.0
     stats["simulated_cycles_per_s"] = stats["simulated_cycles"] / wall if wall else 0.0
     stats["feedback"] = bool(job.get("feedback"))
+    stats["irq"] = bool(job.get("irq"))
     Path(job["result"]).write_text(json.dumps({"summary": summary, "log": log, "cosim": stats}))
     dut._log.info(f"AHASD: cosim {json.dumps(stats)}")

@@ -70,7 +70,7 @@ def run_cosim(
 
     Parameters
     ----------
-    job : what :mod:`ahasd.sim.cosim.entry` runs (``settings``, ``feedback``).
+    job : what :mod:`ahasd.sim.cosim.entry` runs (``settings``, ``feedback``, ``irq``).
     params : the controller top's parameters (must match the model's controller).
     run_name : names the run directory and the waveform file.
     build_root : parent of the build directories (``build/cosim`` by default in the CLI).

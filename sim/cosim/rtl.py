@@ -72,6 +72,10 @@ class CosimStats:
     gtsu_switch_cycles: dict = field(default_factory=dict)
     gtsu_request_latency: dict = field(default_factory=dict)
     calls: int = 0
+    orders_posted: int = 0  # pre-verification orders the CPU wrote (one per switch to it)
+    polls: int = 0  # reads of PREVERIFY_QUEUE_LEVEL until an order showed (polling mode)
+    interrupts: int = 0  # interrupts taken (interrupt mode)
+    irq_other_causes: list = field(default_factory=list)  # causes besides preverify
 
     def add(self, histogram: dict, value: int) -> None:
         histogram[int(value)] = histogram.get(int(value), 0) + 1
@@ -89,6 +93,10 @@ class CosimStats:
             "rewound_cycles": self.rewound_cycles,
             "stationary_checks": self.stationary_checks,
             "calls": self.calls,
+            "orders_posted": self.orders_posted,
+            "polls": self.polls,
+            "interrupts": self.interrupts,
+            "irq_other_causes": list(self.irq_other_causes),
             "edc_decision_latency": hist(self.edc_decision_latency),
             "tvc_answer_latency": hist(self.tvc_answer_latency),
             "gtsu_switch_cycles": hist(self.gtsu_switch_cycles),
@@ -122,13 +130,19 @@ class RTLController:
     verilog_file : the top's Verilog (to find its registers for the warp proof).
     feedback : return the RTL-measured controller latencies as timing (see
         :meth:`gtsu_switch_async`); off for identity with the golden controller.
+    irq : learn of a pending pre-verification order from the interrupt (``IRQ_STATUS``,
+        cleared by writing 1) instead of by polling ``PREVERIFY_QUEUE_LEVEL``; every cause
+        is enabled, and an error cause is recorded (``irq_errors``).
     """
 
-    def __init__(self, dut, params: TopParams, tvc_presets: dict, verilog_file, feedback=False):
+    def __init__(
+        self, dut, params: TopParams, tvc_presets: dict, verilog_file, feedback=False, irq=False
+    ):
         self.dut = dut
         self.p = params
         self.presets = dict(tvc_presets)
         self.feedback = feedback
+        self.irq = irq
         self.top = ControllerTopDriver(dut, params)
         self.clock = CycleClock(dut.pim_clk)
         self.stats = CosimStats()
@@ -177,14 +191,16 @@ class RTLController:
         limit = (1 << self.p.tvc.ratio_bits) - 1
         for table, ratio in self.presets.items():
             for index in range(self.p.tvc.depth):
-                register = f"TVC_{table.upper()}_{index}"
+                register = f"TVC_{table.upper()}[{index}]"
                 value = min(limit, max(0, int(ratio)))
                 await top.bus.write(self.clock, register, value, HANDSHAKE_LIMIT)
+        if self.irq:
+            causes = top.bus.regmap.get("IRQ_ENABLE").write_mask
+            await top.bus.write(self.clock, "IRQ_ENABLE", causes, HANDSHAKE_LIMIT)
         top.gtsu.request_draft(1)
-        await self._await_switch()
-        if top.gtsu.task() != 1:
-            raise AssertionError("the RTL GTSU did not switch to DRAFT at set-up")
-        self.switch_base = int(self.dut.gtsu.switches.value)
+        await self._await_switch(Task.DRAFT)
+        await self.clock.next()  # out of the read-only phase the wait ended in
+        self.switch_base = await top.bus.read(self.clock, "GTSU_SWITCHES", HANDSHAKE_LIMIT)
         self.clocked_before_run = self.clock.clocked
 
     # -- EDC -------------------------------------------------------------------------------
@@ -341,22 +357,43 @@ class RTLController:
 
     # -- GTSU ------------------------------------------------------------------------------
 
-    async def _await_switch(self) -> int:
-        """Wait for the GTSU to leave and regain ``ready``; returns the cycles it took from
-        the current cycle (0 when it does not switch within a few cycles)."""
-        start = self.cycle
-        switching = False
+    async def _await_switch(self, task: str) -> None:
+        """Wait until the GTSU has switched the ranks to ``task`` and is ready."""
+        code = {Task.DRAFT: 1, Task.PREVERIFY: 2}[task]
         for _ in range(HANDSHAKE_LIMIT):
             await ReadOnly()
-            ready = self.top.gtsu.ready()
-            if not ready:
-                switching = True
-            elif switching:
-                return self.cycle - start
-            elif self.cycle - start > 16:
-                return 0
+            if self.top.gtsu.task() == code and self.top.gtsu.ready():
+                return
             await self.clock.next()
-        raise AssertionError(f"cycle {self.cycle}: the GTSU switch does not end")
+        raise AssertionError(f"cycle {self.cycle}: the RTL GTSU did not switch to {task}")
+
+    async def _learn_order_pending(self) -> None:
+        """The CPU learns that the pre-verification order it posted is pending on the PIM
+        side: from the interrupt (``irq``), or by polling ``PREVERIFY_QUEUE_LEVEL``."""
+        bus = self.top.bus
+        if not self.irq:
+            for _ in range(HANDSHAKE_LIMIT):
+                self.stats.polls += 1
+                if await bus.read(self.clock, "PREVERIFY_QUEUE_LEVEL", HANDSHAKE_LIMIT):
+                    return
+            raise AssertionError(f"cycle {self.cycle}: the order never became pending")
+        for _ in range(HANDSHAKE_LIMIT):
+            await ReadOnly()
+            if bus.irq():
+                break
+            await self.clock.next()
+        else:
+            raise AssertionError(f"cycle {self.cycle}: no interrupt for the pending order")
+        await self.clock.next()
+        status = await bus.read(self.clock, "IRQ_STATUS", HANDSHAKE_LIMIT)
+        await bus.write(self.clock, "IRQ_STATUS", status, HANDSHAKE_LIMIT)  # clear them all
+        self.stats.interrupts += 1
+        causes = self.top.bus.regmap.get("IRQ_STATUS").fields
+        for cause in causes:
+            if (status >> cause.lsb) & 1 and cause.name != "preverify":
+                self.stats.irq_other_causes.append(cause.name)
+        if not status & 1:
+            raise AssertionError(f"cycle {self.cycle}: interrupt without the preverify cause")
 
     async def gtsu_switch_async(self, task: str) -> int:
         """Switch the ranks to ``task``; returns the switch's cycles (see the class doc).
@@ -374,13 +411,13 @@ class RTLController:
         await self.clock.next()
         if task == Task.PREVERIFY:
             await send(queues.preverify_w, self.clock, 0, HANDSHAKE_LIMIT)
+            self.stats.orders_posted += 1
+            requested = self.cycle
+            await self._learn_order_pending()
         else:
             await take(queues.preverify_r, self.clock, HANDSHAKE_LIMIT)
-        requested = self.cycle
-        await self._await_switch()
-        code = {Task.DRAFT: 1, Task.PREVERIFY: 2}[task]
-        if self.top.gtsu.task() != code:
-            raise AssertionError(f"cycle {self.cycle}: the RTL GTSU did not switch to {task}")
+            requested = self.cycle
+        await self._await_switch(task)
         self.role = task
         cycles = int(self.dut.gtsu.last_switch_cycles.value)
         self.stats.add(self.stats.gtsu_switch_cycles, cycles)
@@ -390,22 +427,23 @@ class RTLController:
     # -- counters --------------------------------------------------------------------------
 
     async def counters_async(self) -> dict:
-        """Event counters, read off the RTL's registers once the blocks are quiet."""
+        """Event counters, read through the AXI port once the blocks are quiet."""
         await self._tvc_idle()
         await self.clock.next(2)  # the EDC updates its counters one cycle after an event
-        return self.counters()
-
-    def counters(self) -> dict:
-        """Event counters, read off the RTL's registers (same keys as the golden's)."""
-        edc = self.dut.edc
+        bus, clock = self.top.bus, self.clock
         names = ("drafts", "continues", "suppressions", "verifies", "rollbacks")
-        result = {f"edc_{name}": int(getattr(edc, name).value) for name in names}
+        result = {}
+        for name in names:
+            result[f"edc_{name}"] = await bus.read(clock, f"EDC_{name.upper()}", HANDSHAKE_LIMIT)
+        error = await bus.read(clock, "ERROR", HANDSHAKE_LIMIT)
+        fields = {f.name: f.lsb for f in bus.regmap.get("ERROR").fields}
+        switches = await bus.read(clock, "GTSU_SWITCHES", HANDSHAKE_LIMIT)
         result.update(
-            edc_error=bool(int(self.dut.edc.error.value)),
-            tvc_error=bool(int(self.dut.tvc.error.value)),
+            edc_error=bool((error >> fields["edc"]) & 1),
+            tvc_error=bool((error >> fields["tvc"]) & 1),
             tvc_asks=self.asks,
             tvc_preverify_orders=self.preverify_orders,
-            gtsu_switches=int(self.dut.gtsu.switches.value) - self.switch_base,
+            gtsu_switches=switches - self.switch_base,
         )
         return result
 

@@ -1,33 +1,41 @@
 """cocotb testbench of the AAU on its generated Verilog, bit for bit against the golden model.
 
 One coroutine does everything, once per clock cycle: after the falling edge it drives
-``i`` (valid, payload) and the ``ready`` of ``o`` and ``result``, then samples in
-``ReadOnly`` (see ``harness/tb.py``); a transfer happens at the next rising edge iff valid
-and ready were both high.
+``i`` and ``param`` (valid, payload) and the ``ready`` of ``o`` and ``result``, then samples
+in ``ReadOnly`` (see ``harness/tb.py``); a transfer happens at the next rising edge iff
+valid and ready were both high.
 
 ``random_vectors_bit_exact``: ``AHASD_VECTORS`` reduction vectors (``STATS``, ``SUM``,
-``MAX``; default 300) of lengths 1 to 4,096 (log-uniform, plus 4,096 itself), many
-``STATS`` vectors followed by a ``SOFTMAX`` pass over the same vector (sometimes over a
-different one, so that ``s_i < 0`` saturates), and one ``SOFTMAX`` pass before any
-``STATS`` pass (reset ``R`` and ``recip``). Directed vectors first: length 1, all equal,
-max first and last, extreme values, ties, an ascending vector (a rescale at every
-element). Distributions: Gaussian logits with sigma 1, 3 and 6 nats, uniform over the whole
-INT16 range, near one-hot, heavy-tailed (Student t). Traffic alternates, in runs of a few
-vectors, between back to back and random valid/ready gaps on both sides (input idle and
-output stall probabilities up to 0.5). Every ``result`` field and every ``o`` element is
-compared, in order, with ``ahasd.golden.aau``.
+``MAX``, ``LAYERNORM``, ``RMSNORM``; default 300) of lengths 1 to 4,096 (log-uniform, plus
+4,096 itself), with element vectors (``RELU``, ``SILU``, ``GELU``) among them, many
+``STATS`` vectors followed by a ``SOFTMAX`` pass and many ``LAYERNORM``/``RMSNORM`` vectors
+by a ``NORM`` pass over the same vector (sometimes over a different one, so that
+``s_i < 0`` saturates, or ``z`` clamps), with random ``gamma``/``beta`` on the parameter
+stream. Directed vectors first: SOFTMAX and NORM before any first pass (the reset state),
+length 1, all equal, max first and last, extreme values, ties, an ascending vector (a
+rescale at every element), the gates' span ends, the reserved mode codes. Distributions:
+Gaussian logits with sigma 1, 3 and 6 nats, uniform over the whole INT16 range, near
+one-hot, heavy-tailed (Student t); for the norms OPT-like activations (Gaussian with a few
+channels near +-60) and a mean far above the spread; for the activations pre-activation
+values mostly in [-8, 8] with outliers. Traffic alternates, in runs of a few vectors,
+between back to back and random valid/ready gaps on the input, the parameter stream and
+both outputs (idle and stall probabilities up to 0.5). Every ``result`` field and every
+``o`` element is compared, in order, with ``ahasd.golden.aau``.
 
 ``long_vectors_bit_exact``: vectors of up to ``max_length`` elements (65,536 by default),
 back to back: the longest and half of it, lengths one off the powers of two (65,535, 32,769,
-16,383, 16,385, 8,191), a SOFTMAX pass over a 65,536- and a 32,768-element vector, and the
+16,383, 16,385, 8,191), a SOFTMAX pass over a 65,536- and a 32,768-element vector, the
 vectors that fill the widths (equal elements with the largest mantissa, so ``Z`` nears
-``2**49``; all ``-32768``, so ``W`` and ``SUM`` reach their negative ends).
+``2**49``; all ``-32768``, so ``W``, ``SUM``, ``S2`` and ``U`` reach their ends), a
+65,536-element LAYERNORM and RMSNORM with their NORM passes, and every code once through
+RELU, SILU and GELU.
 
-``throughput``: long ``STATS``, ``SOFTMAX`` and ``SUM`` vectors back to back without
-stalls. Asserts one element per cycle on the input, the result ``N + RESULT_LATENCY``
-cycles after the first element (so ``1 + RESULT_LATENCY / N`` cycles per element) and
-the SOFTMAX output one element per cycle after ``SOFTMAX_LATENCY``; reports short-vector
-throughput (limited by the post pass).
+``throughput``: long ``STATS``, ``SOFTMAX``, ``SUM``, NORM and activation vectors back to
+back without stalls. Asserts one element per cycle on the input, the result ``N +
+RESULT_LATENCY`` cycles after the first element (so ``1 + RESULT_LATENCY / N`` cycles per
+element), every element mode's output one element per cycle after ``OUTPUT_LATENCY``, a
+NORM's two passes in ``2 N + norm_result_latency + OUTPUT_LATENCY - 1`` cycles; reports
+short-vector throughput (limited by the post pass).
 
 Environment: ``AHASD_TB_PARAMS`` (AAUParams as JSON), ``AHASD_TB_SEED``, ``AHASD_VECTORS``.
 """
@@ -47,11 +55,13 @@ from harness.tb import params_from_env, report, rng_from_env
 
 from ahasd.golden import aau as golden
 from ahasd.hw.aau import (
+    OUTPUT_LATENCY,
     REDUCTION_LATENCY,
     RESULT_LATENCY,
-    SOFTMAX_LATENCY,
     Mode,
     input_layout,
+    norm_result_latency,
+    param_layout,
     result_layout,
 )
 from ahasd.params import AAUParams
@@ -61,15 +71,29 @@ MAX_TEST_LENGTH = 4096
 CLOCK_NS = 10
 SIGNED_FIELDS = ("max", "sum", "z_exp", "w")
 STATS_FIELDS = ("max", "argmax", "z", "z_exp", "w", "recip", "top1", "entropy")
+ELEMENT_MODES = (Mode.SOFTMAX, Mode.NORM, Mode.RELU, Mode.SILU, Mode.GELU)
+ACTIVATIONS = {Mode.RELU: golden.aau_relu, Mode.SILU: golden.aau_silu, Mode.GELU: golden.aau_gelu}
+RESERVED_CODES = range(len(Mode), 16)
 
 
 @dataclass
 class Vector:
-    mode: Mode
+    mode: Mode | int  # an int: a reserved mode code
     codes: np.ndarray
-    in_idle: float = 0.0  # probability of an idle input cycle while this vector streams
+    gamma: np.ndarray | None = None  # NORM: the parameter stream, one entry per element
+    beta: np.ndarray | None = None
+    in_idle: float = 0.0  # probability of an idle input (and parameter) cycle meanwhile
     out_stall: float = 0.0  # probability of ready low on o and result
     tag: str = ""
+
+    @property
+    def code(self) -> int:
+        return getattr(self.mode, "value", self.mode)
+
+    @property
+    def element(self) -> bool:
+        """An element mode: one output per element, no result."""
+        return self.mode in ELEMENT_MODES
 
 
 @dataclass
@@ -90,6 +114,9 @@ class TB:
         self.data_at = layout["data"].offset
         self.last_at = layout["last"].offset
         self.mode_at = layout["mode"].offset
+        parameters = param_layout(params)
+        self.gamma_at = parameters["gamma"].offset
+        self.beta_at = parameters["beta"].offset
         self.result_fields = [
             (name, f.offset, f.width, name in SIGNED_FIELDS) for name, f in result_layout(params)
         ]
@@ -99,6 +126,8 @@ class TB:
         Clock(dut.clk, CLOCK_NS, unit="ns").start(start_high=False)
         dut.i__valid.value = 0
         dut.i__payload.value = 0  # four-state simulators start every input at X
+        dut.param__valid.value = 0
+        dut.param__payload.value = 0
         dut.o__ready.value = 0
         dut.result__ready.value = 0
         dut.rst.value = 1
@@ -106,12 +135,11 @@ class TB:
             await RisingEdge(dut.clk)
         dut.rst.value = 0
 
-    def pack(self, code: int, last: int, mode: Mode) -> int:
-        return (
-            ((code & 0xFFFF) << self.data_at)
-            | (last << self.last_at)
-            | (mode.value << self.mode_at)
-        )
+    def pack(self, code: int, last: int, mode: int) -> int:
+        return ((code & 0xFFFF) << self.data_at) | (last << self.last_at) | (mode << self.mode_at)
+
+    def pack_param(self, gamma: int, beta: int) -> int:
+        return ((gamma & 0xFFFF) << self.gamma_at) | ((beta & 0xFFFF) << self.beta_at)
 
     def unpack_result(self, value: int) -> dict[str, int]:
         fields = {}
@@ -123,24 +151,24 @@ class TB:
         return fields
 
     async def run(self, vectors: list[Vector], limit_cycles: int) -> Traffic:
-        """Stream ``vectors``; return when every result and element has come out."""
+        """Stream ``vectors`` and their parameters; return when every result and element has
+        come out and every parameter has been taken."""
         dut, rng = self.dut, self.rng
         items = []  # (packed payload, in_idle, out_stall)
+        params = []  # (packed parameters, in_idle)
         for vector in vectors:
             count = len(vector.codes)
             for n, code in enumerate(vector.codes.tolist()):
-                items.append(
-                    (
-                        self.pack(code, int(n == count - 1), vector.mode),
-                        vector.in_idle,
-                        vector.out_stall,
-                    )
-                )
-        want_results = sum(1 for v in vectors if v.mode != Mode.SOFTMAX)
-        want_elements = sum(len(v.codes) for v in vectors if v.mode == Mode.SOFTMAX)
+                packed = self.pack(code, int(n == count - 1), vector.code)
+                items.append((packed, vector.in_idle, vector.out_stall))
+            if vector.gamma is not None:
+                for gamma, beta in zip(vector.gamma.tolist(), vector.beta.tolist(), strict=True):
+                    params.append((self.pack_param(gamma, beta), vector.in_idle))
+        want_results = sum(1 for v in vectors if not v.element)
+        want_elements = sum(len(v.codes) for v in vectors if v.element)
         traffic = Traffic()
-        position = 0
-        presenting = False
+        position = param_position = 0
+        presenting = param_presenting = False
         out_stall = 0.0
         random = rng.random
         for cycle in range(limit_cycles):
@@ -150,7 +178,13 @@ class TB:
                 if not presenting and (in_idle == 0.0 or random() >= in_idle):
                     dut.i__payload.value = payload
                     presenting = True
+            if param_position < len(params) and not param_presenting:
+                packed, param_idle = params[param_position]
+                if param_idle == 0.0 or random() >= param_idle:
+                    dut.param__payload.value = packed
+                    param_presenting = True
             dut.i__valid.value = int(presenting)
+            dut.param__valid.value = int(param_presenting)
             o_ready = out_stall == 0.0 or random() >= out_stall
             r_ready = out_stall == 0.0 or random() >= out_stall
             dut.o__ready.value = int(o_ready)
@@ -160,6 +194,9 @@ class TB:
                 traffic.inputs.append(cycle)
                 position += 1
                 presenting = False
+            if param_presenting and dut.param__ready.value:
+                param_position += 1
+                param_presenting = False
             if o_ready and dut.o__valid.value:
                 value = int(dut.o__payload.value)
                 traffic.elements.append((cycle, value & 0xFFFF, value >> 16))
@@ -168,42 +205,69 @@ class TB:
                 traffic.results.append((cycle, value))
             if (
                 position == len(items)
+                and param_position == len(params)
                 and len(traffic.results) == want_results
                 and len(traffic.elements) == want_elements
             ):
                 await FallingEdge(dut.clk)
                 dut.i__valid.value = 0
+                dut.param__valid.value = 0
                 return traffic
         raise AssertionError(
             f"timeout after {limit_cycles} cycles: {position}/{len(items)} elements in, "
+            f"{param_position}/{len(params)} parameters in, "
             f"{len(traffic.results)}/{want_results} results, "
-            f"{len(traffic.elements)}/{want_elements} softmax elements out"
+            f"{len(traffic.elements)}/{want_elements} elements out"
         )
 
 
 def expected_outputs(vectors: list[Vector], params: AAUParams):
-    """The golden model's results and SOFTMAX elements, in stream order."""
+    """The golden model's results and output elements (16-bit patterns), in stream order."""
     results, elements = [], []
-    # Reset state of the unit: R = 0, recip = 0 (docs/aau.md section 6).
+    # Reset state of the unit: R = 0, recip = 0 (docs/aau.md section 6), N = T = r = k = 0
+    # (section 9.2).
     held = golden.Stats(max=0, argmax=0, z=0, z_exp=0, w=0, recip=0, top1=0, entropy=0)
+    held_norm = golden.NORM_RESET
     for vector in vectors:
         codes = vector.codes
-        if vector.mode == Mode.SOFTMAX:
-            probs = golden.aau_softmax(codes, params, stats=held)
-            lasts = [0] * (len(codes) - 1) + [1]
-            elements.extend(zip(probs.tolist(), lasts, strict=True))
+        lasts = [0] * (len(codes) - 1) + [1]
+        if vector.element:
+            if vector.mode == Mode.SOFTMAX:
+                outputs = golden.aau_softmax(codes, params, stats=held)
+            elif vector.mode == Mode.NORM:
+                outputs = golden.aau_norm(codes, vector.gamma, vector.beta, params, stats=held_norm)
+            else:
+                outputs = ACTIVATIONS[vector.mode](codes, params)
+            bits = [value & 0xFFFF for value in outputs.tolist()]
+            elements.extend(zip(bits, lasts, strict=True))
             continue
-        stats = golden.aau_stats(codes, params)
-        # Every reduction mode reports max/argmax/sum and the accumulators; only STATS
-        # runs the dividers (recip, top1 and entropy are 0 otherwise).
-        expect = {name: int(getattr(stats, name)) for name in STATS_FIELDS}
-        expect["sum"] = golden.aau_sum(codes, params)
-        expect["mode"] = vector.mode.value
-        assert golden.aau_max(codes, params) == (expect["max"], expect["argmax"])
-        if vector.mode == Mode.STATS:
-            held = stats
+        maximum, argmax = golden.aau_max(codes, params)
+        expect = dict.fromkeys(STATS_FIELDS, 0)
+        expect.update(
+            mode=vector.code,
+            max=maximum,
+            argmax=argmax,
+            sum=golden.aau_sum(codes, params),
+            sum_sq=0,
+            rstd=0,
+            rstd_shift=0,
+        )
+        if vector.mode in (Mode.LAYERNORM, Mode.RMSNORM):
+            # NORM modes: z, z_exp, w, recip, top1, entropy read 0 (docs/aau.md 11)
+            held_norm = golden.aau_norm_stats(codes, params, rms=vector.mode == Mode.RMSNORM)
+            expect.update(
+                sum_sq=held_norm.sum_sq, rstd=held_norm.rstd, rstd_shift=held_norm.rstd_shift
+            )
         else:
-            expect.update(recip=0, top1=0, entropy=0)
+            # STATS, SUM, MAX and the reserved codes report the accumulators; only STATS
+            # runs the dividers (recip, top1 and entropy are 0 otherwise).
+            stats = golden.aau_stats(codes, params)
+            expect.update({name: int(getattr(stats, name)) for name in STATS_FIELDS})
+            assert (stats.max, stats.argmax) == (maximum, argmax)
+            if vector.mode == Mode.STATS:
+                held = stats
+            else:
+                expect.update(recip=0, top1=0, entropy=0)
         results.append(expect)
     return results, elements
 
@@ -212,14 +276,14 @@ def compare(vectors, traffic, expected_results, expected_elements) -> list[str]:
     errors = []
     got_results = [value for _, value in traffic.results]
     got_elements = [(p, last) for _, p, last in traffic.elements]
-    reductions = [v for v in vectors if v.mode != Mode.SOFTMAX]
+    reductions = [v for v in vectors if not v.element]
     for index, (vector, got, want) in enumerate(
         zip(reductions, got_results, expected_results, strict=True)
     ):
         if got != want:
             diff = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
             errors.append(
-                f"result {index} ({vector.tag}, {vector.mode.name}, length "
+                f"result {index} ({vector.tag}, mode {vector.code}, length "
                 f"{len(vector.codes)}): (rtl, golden) differ in {diff}"
             )
     if got_elements != expected_elements:
@@ -230,7 +294,7 @@ def compare(vectors, traffic, expected_results, expected_elements) -> list[str]:
         )
         bad = sum(a != b for a, b in zip(got_elements, expected_elements, strict=True))
         errors.append(
-            f"{bad} softmax elements differ; first at stream element {first}: "
+            f"{bad} output elements differ; first at stream element {first}: "
             f"rtl {got_elements[first]}, golden {expected_elements[first]}"
         )
     return errors
@@ -269,7 +333,31 @@ def directed_vectors(rng: np.random.Generator) -> list[Vector]:
     for tag, codes in cases[::3]:
         vectors.append(Vector(Mode.SUM, codes, tag=tag))
         vectors.append(Vector(Mode.MAX, codes, tag=tag))
+    for index, (tag, codes) in enumerate(cases[1::2]):
+        first = Mode.RMSNORM if index % 3 == 0 else Mode.LAYERNORM
+        vectors.append(Vector(first, codes, tag=tag))
+        vectors.append(norm_pass(rng, codes, tag=tag))
+    for code in RESERVED_CODES:
+        vectors.append(Vector(code, cases[code % len(cases)][1], tag="reserved code"))
+    # the gates' span ends (|x| = 4 and 16) and the range's ends, both signs
+    edges = np.array([0, 1, -1, 1023, 1024, 1025, 4095, 4096, 4097, 32767, -32768, -32767])
+    edges = np.concatenate([edges, -edges[1:-2], np.arange(-1100, 1100, 7)])
+    for mode in ACTIVATIONS:
+        vectors.append(Vector(mode, edges, tag="span ends"))
+    # NORM over another vector: a nearly constant first pass, a wide second one (z clamps)
+    vectors.append(Vector(Mode.LAYERNORM, np.array([0, 1] * 20), tag="tiny variance"))
+    vectors.append(norm_pass(rng, np.array([-32768, 32767, 0, 1, 1000]), tag="z clamps"))
     return vectors
+
+
+def norm_pass(rng: np.random.Generator, codes: np.ndarray, tag: str = "") -> Vector:
+    """A NORM pass over ``codes`` with gamma around 1 and beta around 0 (Q8.8), and now and
+    then a gamma that saturates the output."""
+    gamma = clip16(rng.normal(1.0, 0.3, len(codes)) * 256)
+    beta = clip16(rng.normal(0.0, 0.2, len(codes)) * 256)
+    if rng.random() < 0.1:
+        gamma = clip16(rng.normal(0.0, 40.0, len(codes)) * 256)
+    return Vector(Mode.NORM, codes, gamma=gamma, beta=beta, tag=tag)
 
 
 DISTRIBUTIONS = (
@@ -301,22 +389,55 @@ def random_codes(rng: np.random.Generator, length: int) -> tuple[str, np.ndarray
     return kind, codes_of(rng, kind, length)
 
 
+def norm_codes(rng: np.random.Generator, length: int) -> tuple[str, np.ndarray]:
+    """Inputs of a LayerNorm/RMSNorm: OPT-like activations (Gaussian, a few channels near
+    +-60), a mean far above the spread, or any of the logit distributions."""
+    kind = rng.integers(3)
+    if kind == 0:
+        values = rng.normal(0.0, 1.0, length)
+        values[rng.integers(length, size=max(1, length // 512))] = rng.choice([-60.0, 60.0])
+        return "OPT-like", clip16(values * 256)
+    if kind == 1:
+        return "offset mean", clip16(rng.normal(rng.uniform(-50, 50), 0.1, length) * 256)
+    return random_codes(rng, length)
+
+
+def activation_codes(rng: np.random.Generator, length: int) -> np.ndarray:
+    """Pre-activation FFN values: mostly in [-8, 8], a few outliers anywhere."""
+    values = rng.normal(0.0, 2.5, length)
+    outliers = rng.random(length) < 0.01
+    values[outliers] = rng.uniform(-128, 128, int(outliers.sum()))
+    return clip16(values * 256)
+
+
 def random_vectors(rng: np.random.Generator, count: int, longest: int) -> list[Vector]:
     vectors: list[Vector] = []
     reductions = 0
+    modes = [Mode.STATS] * 3 + [Mode.SUM, Mode.MAX, Mode.LAYERNORM, Mode.RMSNORM]
     while reductions < count:
         length = int(np.exp(rng.uniform(0, np.log(longest + 1))))
         length = min(longest, max(1, length))
         if rng.random() < 0.03:
             length = longest
-        tag, codes = random_codes(rng, length)
-        mode = Mode(rng.choice([Mode.STATS.value] * 3 + [Mode.SUM.value, Mode.MAX.value]))
+        if rng.random() < 0.2:  # an activation vector between the reductions
+            mode = (Mode.RELU, Mode.SILU, Mode.GELU)[rng.integers(3)]
+            vectors.append(Vector(mode, activation_codes(rng, length), tag="FFN"))
+            continue
+        mode = modes[rng.integers(len(modes))]
+        if mode in (Mode.LAYERNORM, Mode.RMSNORM):
+            tag, codes = norm_codes(rng, length)
+        else:
+            tag, codes = random_codes(rng, length)
         vectors.append(Vector(mode, codes, tag=tag))
         reductions += 1
         if mode == Mode.STATS and rng.random() < 0.4:
             if rng.random() < 0.1:  # a different vector: some s_i < 0 saturate
                 _, codes = random_codes(rng, length)
             vectors.append(Vector(Mode.SOFTMAX, codes, tag=tag))
+        if mode in (Mode.LAYERNORM, Mode.RMSNORM) and rng.random() < 0.7:
+            if rng.random() < 0.1:  # a different vector: z may clamp
+                _, codes = random_codes(rng, length)
+            vectors.append(norm_pass(rng, codes, tag=tag))
     return vectors
 
 
@@ -342,13 +463,14 @@ async def random_vectors_bit_exact(dut):
     rng = np.random.default_rng(tb.rng.randrange(1 << 32))
     await tb.start()
 
-    # SOFTMAX before any STATS pass: the reset R = 0 and recip = 0.
+    # SOFTMAX and NORM before any first pass: the reset R = 0, recip = 0, N r = T r = k = 0.
     vectors = [Vector(Mode.SOFTMAX, np.array([0, -100, 177, 178, 32767]), tag="reset")]
+    vectors.append(norm_pass(rng, np.array([5, -32768, 32767]), tag="reset"))
     vectors += directed_vectors(rng)
     vectors = [v for v in vectors if len(v.codes) <= params.max_length]
-    missing = max(0, VECTORS - sum(v.mode != Mode.SOFTMAX for v in vectors))
+    missing = max(0, VECTORS - sum(not v.element for v in vectors))
     vectors += random_vectors(rng, missing, min(MAX_TEST_LENGTH, params.max_length))
-    assign_traffic(vectors[1:], rng)
+    assign_traffic(vectors[2:], rng)
     expected_results, expected_elements = expected_outputs(vectors, params)
 
     total = sum(len(v.codes) for v in vectors)
@@ -359,6 +481,7 @@ async def random_vectors_bit_exact(dut):
     assert not errors, f"{len(errors)} mismatch(es):\n" + "\n".join(errors[:20])
 
     counts = {mode.name: sum(v.mode == mode for v in vectors) for mode in Mode}
+    counts["reserved"] = sum(v.code in RESERVED_CODES for v in vectors)
     lengths = [len(v.codes) for v in vectors]
     cycles = traffic.inputs[-1] - traffic.inputs[0] + 1
     report(
@@ -395,15 +518,29 @@ def long_vectors(rng: np.random.Generator, longest: int) -> list[Vector]:
         (Mode.SUM, half // 2 + 1, "uniform int16", False),
         (Mode.STATS, half // 4 - 1, "gauss s=6", False),
     ]
+    specs += [
+        (Mode.LAYERNORM, longest, "gauss s=3", True),
+        (Mode.RMSNORM, longest, "all -32768", True),  # the largest S2 and U
+        (Mode.LAYERNORM, longest, "all -32768", False),  # the largest |T|, var = 0
+        (Mode.RMSNORM, half + 1, "heavy tail", True),
+    ]
     vectors = []
-    for mode, length, kind, with_softmax in specs:
+    for mode, length, kind, second_pass in specs:
         if not 1 <= length <= longest:
             continue
         made = special[kind](length) if kind in special else codes_of(rng, kind, length)
         vector = Vector(mode, np.asarray(made, dtype=np.int64), tag=f"{kind}, {length}")
         vectors.append(vector)
-        if with_softmax:
+        if second_pass and mode == Mode.STATS:
             vectors.append(Vector(Mode.SOFTMAX, vector.codes, tag=vector.tag))
+        elif second_pass:
+            vectors.append(norm_pass(rng, vector.codes, tag=vector.tag))
+    # every code once through each activation (in pieces of at most ``longest``)
+    every = np.arange(-32768, 32768, dtype=np.int64)
+    for mode in ACTIVATIONS:
+        for start in range(0, every.size, longest):
+            piece = every[start : start + longest]
+            vectors.append(Vector(mode, piece, tag=f"every code from {piece[0]}"))
     return vectors
 
 
@@ -430,7 +567,7 @@ async def long_vectors_bit_exact(dut):
     )
 
 
-@cocotb.test(timeout_time=60, timeout_unit="sec")
+@cocotb.test(timeout_time=300, timeout_unit="sec")
 async def throughput(dut):
     """Back to back without stalls: 1 element per cycle plus a fixed overhead."""
     params = params_from_env(AAUParams)
@@ -474,7 +611,7 @@ async def throughput(dut):
     ]
     soft_out = [cycle for cycle, _, _ in traffic.elements][len(softmax.codes) :]
     assert soft_in == list(range(soft_in[0], soft_in[0] + len(soft_in)))
-    assert [o - i for o, i in zip(soft_out, soft_in, strict=True)] == [SOFTMAX_LATENCY + 1] * len(
+    assert [o - i for o, i in zip(soft_out, soft_in, strict=True)] == [OUTPUT_LATENCY + 1] * len(
         soft_in
     )
     sum_last = traffic.inputs[-1]
@@ -493,6 +630,42 @@ async def throughput(dut):
         "STATS back to back: cycles/element "
         + ", ".join(f"N={n}: {x:.4f}" for n, x in zip(lengths, per_element, strict=True))
         + f" (= 1 + {RESULT_LATENCY}/N: pipeline 6 + copy 1 + divider 32 + combine 1); "
-        f"SOFTMAX 1 element/cycle, latency {SOFTMAX_LATENCY}; SUM/MAX latency "
+        f"SOFTMAX 1 element/cycle, latency {OUTPUT_LATENCY}; SUM/MAX latency "
         f"{REDUCTION_LATENCY}; 8-element STATS vectors: one result every {sorted(spacing)} cycles",
+    )
+
+    # The other modes, back to back from an idle unit: each activation one element per
+    # cycle; a NORM (first pass, result, second pass) 2 N cycles plus a fixed overhead.
+    overheads = {}
+    for n in (long, min(long, 300)):
+        codes = clip16(rng.normal(0, 768, n))
+        for mode in (*ACTIVATIONS, Mode.LAYERNORM, Mode.RMSNORM):
+            if mode in ACTIVATIONS:
+                vectors = [Vector(mode, codes, tag=mode.name)]
+            else:
+                vectors = [Vector(mode, codes, tag=mode.name), norm_pass(rng, codes)]
+            traffic = await tb.run(vectors, limit_cycles=10 * n + 10_000)
+            errors = compare(vectors, traffic, *expected_outputs(vectors, params))
+            assert not errors, "\n".join(errors)
+            outputs = [cycle for cycle, _, _ in traffic.elements]
+            assert outputs == list(range(outputs[0], outputs[0] + n)), mode
+            if mode in ACTIVATIONS:
+                assert traffic.inputs == list(range(traffic.inputs[0], traffic.inputs[0] + n))
+                assert outputs[0] - traffic.inputs[0] == OUTPUT_LATENCY + 1
+            else:
+                (result,) = [cycle for cycle, _ in traffic.results]
+                assert result - traffic.inputs[n - 1] == norm_result_latency(params) + 1
+            overheads.setdefault(mode.name, set()).add(
+                outputs[-1] + 1 - traffic.inputs[0] - (n if mode in ACTIVATIONS else 2 * n)
+            )
+    # the overhead is a fixed latency, the same for both lengths
+    assert all(len(values) == 1 for values in overheads.values()), overheads
+    report(
+        dut,
+        "first element in to last output, back to back from idle: "
+        + ", ".join(
+            f"{name} {'N' if name in ('RELU', 'SILU', 'GELU') else '2 N'} + {values.pop()}"
+            for name, values in overheads.items()
+        )
+        + f" cycles; NORM result latency {norm_result_latency(params)}",
     )

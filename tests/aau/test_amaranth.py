@@ -1,13 +1,15 @@
 """AAU, Amaranth-simulator tier: directed cases against hand calculations and float64.
 
 Expected values come from hand calculation (where the fixed-point result is exact, e.g. a
-vector of equal elements) or from a float64 softmax/entropy computed here, within the
-accuracy the doc states (``docs/aau.md`` section 9: probabilities within ``2**-16``, entropy
-within ``2e-3`` nats); never from the RTL or the golden model.
+vector of equal elements) or from a float64 softmax/entropy/norm/activation computed here,
+within the accuracy the doc states (``docs/aau.md`` section 12: probabilities within
+``2**-16``, entropy within ``2e-3`` nats, NORM within the bound of 9.4, SILU/GELU within
+``2**-8``); never from the RTL or the golden model.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -18,14 +20,17 @@ from harness.seeds import choose_seed
 
 from ahasd.hw.aau import (
     AAU,
+    OUTPUT_LATENCY,
     REDUCTION_LATENCY,
     RESULT_LATENCY,
-    SOFTMAX_LATENCY,
     Mode,
     exp2_table,
+    input_layout,
     log2_table,
+    norm_result_latency,
 )
 from ahasd.params import AAUParams
+from ahasd.sim.cost import AAU_OPERATOR_CYCLES
 
 # docs/aau.md section 2, "Default tables" (B = C = 6), copied from the doc.
 DOC_E = [
@@ -49,37 +54,58 @@ PROB_TOL = 2**-15  # codes: 2 LSB of UQ0.16 (measured maximum error: 1 LSB)
 ENTROPY_TOL = 2e-3  # nats
 
 
-def run(dut, vectors, *, in_idle=0.0, out_stall=0.0, seed=0, max_cycles=100_000):
-    """Stream ``vectors`` (a list of ``(mode, codes)``) through ``dut``.
+ELEMENT_MODES = {Mode.SOFTMAX, Mode.NORM, Mode.RELU, Mode.SILU, Mode.GELU}
+SIGNED_OUTPUT = {Mode.NORM, Mode.RELU, Mode.SILU, Mode.GELU}  # Q8.8; SOFTMAX is UQ0.16
+
+
+def run(dut, vectors, *, params=(), in_idle=0.0, out_stall=0.0, seed=0, max_cycles=100_000):
+    """Stream ``vectors`` (a list of ``(mode, codes)``; ``mode`` a :class:`Mode` or a raw
+    code) through ``dut``, and ``params`` (``(gamma, beta)`` codes) on its parameter
+    stream.
 
     Returns ``(results, elements, log)``: the ``result`` payloads as dicts, the ``o``
-    payloads as ``(p, last)`` and a log of ``(cycle, event)`` for latency measurements
-    (``"in"`` for every accepted element, ``"result"``, ``"o"``).
+    payloads as ``(data, last)`` (``data`` signed for the Q8.8 modes) and a log of
+    ``(cycle, event)`` for latency measurements (``"in"`` for every accepted element,
+    ``"param"``, ``"result"``, ``"o"``).
     """
     rng = random.Random(seed)
+    layout = input_layout(dut.params)
     items = [
-        (int(code), int(n == len(codes) - 1), mode)
+        (int(code), int(n == len(codes) - 1), int(getattr(mode, "value", mode)))
         for mode, codes in vectors
         for n, code in enumerate(codes)
     ]
-    expected_results = sum(1 for mode, _ in vectors if mode != Mode.SOFTMAX)
-    expected_elements = sum(len(codes) for mode, codes in vectors if mode == Mode.SOFTMAX)
+    output_signed = [
+        mode in SIGNED_OUTPUT for mode, codes in vectors if mode in ELEMENT_MODES for _ in codes
+    ]
+    expected_results = sum(1 for mode, _ in vectors if mode not in ELEMENT_MODES)
+    expected_elements = len(output_signed)
     results, elements, log = [], [], []
     result_names = [name for name, _ in dut.result.payload.shape()]
 
+    def packed(code, last, mode):
+        fields = ((code & 0xFFFF, "data"), (last, "last"), (mode, "mode"))
+        return sum(value << layout[name].offset for value, name in fields)
+
     async def testbench(ctx):
-        position = 0
-        presenting = False
+        position = param_position = 0
+        presenting = param_presenting = False
         for cycle in range(max_cycles):
             if not presenting and position < len(items) and rng.random() >= in_idle:
-                code, last, mode = items[position]
-                ctx.set(dut.i.payload, {"data": code, "last": last, "mode": mode})
+                ctx.set(dut.i.payload.as_value(), packed(*items[position]))
                 presenting = True
+            waiting = not param_presenting and param_position < len(params)
+            if waiting and rng.random() >= in_idle:
+                gamma, beta = params[param_position]
+                ctx.set(dut.param.payload, {"gamma": gamma, "beta": beta})
+                param_presenting = True
             ctx.set(dut.i.valid, presenting)
+            ctx.set(dut.param.valid, param_presenting)
             ctx.set(dut.o.ready, rng.random() >= out_stall)
             ctx.set(dut.result.ready, rng.random() >= out_stall)
             sampled = await ctx.tick().sample(
                 dut.i.ready,
+                dut.param.ready,
                 dut.o.valid,
                 dut.o.ready,
                 dut.o.payload,
@@ -87,23 +113,32 @@ def run(dut, vectors, *, in_idle=0.0, out_stall=0.0, seed=0, max_cycles=100_000)
                 dut.result.ready,
                 dut.result.payload,
             )
-            i_ready, o_valid, o_ready, o_payload, r_valid, r_ready, r_payload = sampled[2:]
+            i_ready, param_ready, o_valid, o_ready, o_payload = sampled[2:7]
+            r_valid, r_ready, r_payload = sampled[7:]
             if presenting and i_ready:
                 log.append((cycle, "in"))
                 position += 1
                 presenting = False
+            if param_presenting and param_ready:
+                log.append((cycle, "param"))
+                param_position += 1
+                param_presenting = False
             if o_valid and o_ready:
                 log.append((cycle, "o"))
-                elements.append((int(o_payload.p), int(o_payload.last)))
+                data = int(o_payload.data)
+                if output_signed[len(elements)] and data >= 1 << 15:
+                    data -= 1 << 16
+                elements.append((data, int(o_payload.last)))
             if r_valid and r_ready:
                 log.append((cycle, "result"))
                 results.append({name: _field(r_payload, name) for name in result_names})
             finished = len(results) == expected_results and len(elements) == expected_elements
-            if finished and position == len(items):
+            if finished and position == len(items) and param_position == len(params):
                 return
         raise AssertionError(
             f"timeout: {position}/{len(items)} in, {len(results)}/{expected_results} results, "
-            f"{len(elements)}/{expected_elements} elements"
+            f"{len(elements)}/{expected_elements} elements, {param_position}/{len(params)} "
+            "params"
         )
 
     # No deadline: the testbench bounds itself (max_cycles) and run() ends with it.
@@ -112,8 +147,11 @@ def run(dut, vectors, *, in_idle=0.0, out_stall=0.0, seed=0, max_cycles=100_000)
 
 
 def _field(payload, name):
-    value = getattr(payload, name)
-    return Mode(value) if name == "mode" else int(value)
+    if name == "mode":  # a Mode, or the raw code of a reserved one (not a Mode member)
+        field = payload.shape()["mode"]
+        code = (payload.as_bits() >> field.offset) & ((1 << field.width) - 1)
+        return Mode(code) if code in {mode.value for mode in Mode} else code
+    return int(getattr(payload, name))
 
 
 def float_stats(codes):
@@ -184,6 +222,9 @@ def test_length_one():
         "recip": 1 << 24,
         "top1": 65535,
         "entropy": 0,
+        "sum_sq": 0,
+        "rstd": 0,
+        "rstd_shift": 0,
     }
     assert elements == [(65535, 1)]
     assert (total["mode"], total["sum"]) == (Mode.SUM, 0)
@@ -327,7 +368,7 @@ def test_stalls_on_both_sides_change_nothing():
 
 def test_latency_back_to_back():
     """A STATS vector of N elements: result N - 1 + RESULT_LATENCY cycles after its first
-    element; SUM the same with REDUCTION_LATENCY; SOFTMAX elements SOFTMAX_LATENCY cycles
+    element; SUM the same with REDUCTION_LATENCY; SOFTMAX elements OUTPUT_LATENCY cycles
     after they are accepted, one per cycle."""
     length = 50
     codes = [((n * 37) % 200) - 100 for n in range(length)]
@@ -349,5 +390,250 @@ def test_latency_back_to_back():
     second = inputs[2 * length : 3 * length]
     assert second == list(range(second[0], second[0] + length))
     assert [o - i for o, i in zip(outputs[length:], second, strict=True)] == [
-        SOFTMAX_LATENCY + 1
+        OUTPUT_LATENCY + 1
     ] * length
+
+
+# ---- NORM, RELU, SILU, GELU (docs/aau.md sections 9 to 11) -------------------------------
+
+EPS = 42950 / 2**32  # the default norm_eps
+ACTIVATION_TOL = 2**-8  # spec 2.4, absolute
+
+
+def float_norm(codes, gamma, beta, *, rms=False):
+    """float64 LayerNorm (population variance) or RMSNorm of Q8.8 codes, in Q8.8 codes,
+    saturated to the output range."""
+    x = np.asarray(codes, dtype=np.float64) / 256
+    centred = x if rms else x - x.mean()
+    scale = 1 / math.sqrt(float(np.mean(centred * centred)) + EPS)
+    y = centred * scale * (np.asarray(gamma) / 256) + np.asarray(beta) / 256
+    return np.clip(y * 256, -32768, 32767)
+
+
+def norm_bound(codes, gamma, *, rms=False):
+    """Per element, docs/aau.md 9.4's bound in codes: 2**-9 + |gamma| (|z| 2**-22 + 2**-16)."""
+    x = np.asarray(codes, dtype=np.float64) / 256
+    centred = x if rms else x - x.mean()
+    z = centred / math.sqrt(float(np.mean(centred * centred)) + EPS)
+    return (2**-9 + np.abs(np.asarray(gamma) / 256) * (np.abs(z) * 2**-22 + 2**-16)) * 256
+
+
+def float_silu(codes):
+    x = np.asarray(codes, dtype=np.float64) / 256
+    return x / (1 + np.exp(-x)) * 256
+
+
+def float_gelu(codes):
+    x = np.asarray(codes, dtype=np.float64) / 256
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))) * 256
+
+
+def test_norm_by_hand():
+    """x = [0, 1], gamma 1, beta 0 (docs/aau.md 9.2, worked in test_golden_modes.py's
+    hand case): S2 = 2**32 + 2 E, U = 2**32 + 4 E, k = 16, s = isqrt(U << 14) = 8388775,
+    r = 2**47 // s = 16776882; y = [-1, 1]. RMSNORM of [1, 1]: y = 1 / sqrt(1 + eps)."""
+    dut = AAU(AAUParams())
+    vectors = [
+        (Mode.LAYERNORM, [0, 256]),
+        (Mode.NORM, [0, 256]),
+        (Mode.RMSNORM, [256, 256]),
+        (Mode.NORM, [256, 256]),
+    ]
+    results, elements, _ = run(dut, vectors, params=[(256, 0)] * 4)
+    layer, rms = results
+    assert layer["mode"] == Mode.LAYERNORM
+    assert (layer["sum"], layer["sum_sq"]) == (256, 2**32 + 2 * 42950)
+    assert (layer["rstd"], layer["rstd_shift"]) == (16776882, 16)
+    assert (layer["max"], layer["argmax"]) == (256, 1)
+    assert layer["z"] == layer["z_exp"] == layer["w"] == 0  # 0 in the NORM modes
+    assert layer["recip"] == layer["top1"] == layer["entropy"] == 0
+    assert rms["mode"] == Mode.RMSNORM
+    assert (rms["sum"], rms["sum_sq"], rms["rstd_shift"]) == (512, 2 * (2**32 + 42950), 17)
+    assert rms["rstd"] == 2**47 // math.isqrt((4 * (2**32 + 42950)) << 12)
+    assert elements == [(-256, 0), (256, 1), (256, 0), (256, 1)]
+
+
+def test_norm_before_any_first_pass_and_of_a_constant_vector_is_beta():
+    """Reset N = T = r = k = 0 (docs/aau.md 9.2): c = 0, y = B. A constant vector: c = N X -
+    T = 0 for every element, y = B exactly."""
+    rng = random.Random(choose_seed(23))
+    betas = [rng.randrange(-32768, 32768) for _ in range(12)]
+    params = [(rng.randrange(-32768, 32768), beta) for beta in betas]
+    vectors = [
+        (Mode.NORM, [rng.randrange(-32768, 32768) for _ in range(6)]),
+        (Mode.LAYERNORM, [-777] * 6),
+        (Mode.NORM, [-777] * 6),
+    ]
+    _, elements, _ = run(AAU(AAUParams()), vectors, params=params)
+    assert [y for y, _ in elements] == betas
+
+
+def test_relu_is_exact():
+    codes = [-32768, -32767, -256, -1, 0, 1, 255, 32766, 32767]
+    rng = random.Random(choose_seed(29))
+    codes += [rng.randrange(-32768, 32768) for _ in range(100)]
+    _, elements, _ = run(AAU(AAUParams()), [(Mode.RELU, codes)])
+    assert [y for y, _ in elements] == [max(code, 0) for code in codes]
+    assert [last for _, last in elements] == [0] * (len(codes) - 1) + [1]
+
+
+@pytest.mark.parametrize(
+    ("mode", "reference"), [(Mode.SILU, float_silu), (Mode.GELU, float_gelu)], ids=["silu", "gelu"]
+)
+def test_gated_activations(mode, reference):
+    """Within 2**-8 of float64 (spec 2.4); y(X) - y(-X) = X exactly (g(-a) = 1 - g(a),
+    docs/aau.md 10); beyond the table's span the gate is exactly 0 or 1."""
+    rng = random.Random(choose_seed(31))
+    span = 16 * 256 if mode == Mode.SILU else 4 * 256
+    codes = [0, 1, -1, span - 1, span, -span, 32767, -32767, -32768]
+    codes += [rng.randrange(-span - 300, span + 300) for _ in range(150)]
+    codes += [rng.randrange(-32767, 32768) for _ in range(30)]
+    mirrored = [-code for code in codes if code != -32768]
+    _, elements, _ = run(AAU(AAUParams()), [(mode, codes), (mode, mirrored)])
+    got = [y for y, _ in elements[: len(codes)]]
+    error = np.abs(np.array(got) - reference(codes)) / 256
+    assert error.max() <= ACTIVATION_TOL, error.max()
+    pairs = [(code, y) for code, y in zip(codes, got, strict=True) if code != -32768]
+    twins = [y for y, _ in elements[len(codes) :]]
+    assert [y - twin for (_, y), twin in zip(pairs, twins, strict=True)] == [c for c, _ in pairs]
+    for code, y in zip(codes, got, strict=True):
+        if abs(code) >= span:
+            assert y == max(code, 0), code
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layernorm", "rmsnorm"])
+def test_norm_random_vectors(rms):
+    """Random vectors (OPT-like: Gaussian with a few large channels; a mean far above the
+    spread) against float64 within docs/aau.md 9.4's bound, element by element."""
+    rng = random.Random(choose_seed(37))
+    first = Mode.RMSNORM if rms else Mode.LAYERNORM
+    vectors, params, cases = [], [], []
+    for length in (1, 2, 3, 17, 64, 300):
+        for kind in ("gauss", "outliers", "offset"):
+            if kind == "offset":
+                codes = [round(rng.gauss(20, 0.05) * 256) for _ in range(length)]
+            else:
+                codes = [round(rng.gauss(0, 1) * 256) for _ in range(length)]
+            if kind == "outliers":
+                codes[rng.randrange(length)] = rng.choice([-60, 60]) * 256
+            gamma = [round(rng.gauss(1, 0.3) * 256) for _ in codes]
+            beta = [0 if rms else round(rng.gauss(0, 0.1) * 256) for _ in codes]
+            vectors += [(first, codes), (Mode.NORM, codes)]
+            params += list(zip(gamma, beta, strict=True))
+            cases.append((codes, gamma, beta))
+    results, elements, _ = run(AAU(AAUParams()), vectors, params=params)
+    position = 0
+    for (codes, gamma, beta), result in zip(cases, results, strict=True):
+        got = np.array([y for y, _ in elements[position : position + len(codes)]])
+        position += len(codes)
+        expected = float_norm(codes, gamma, beta, rms=rms)
+        bound = norm_bound(codes, gamma, rms=rms)
+        assert np.all(np.abs(got - expected) <= bound + 1e-6), np.max(np.abs(got - expected))
+        assert result["mode"] == first
+        assert result["sum"] == sum(codes)
+        assert result["sum_sq"] == sum(c * c * 65536 + 42950 for c in codes)
+
+
+def test_reserved_mode_codes_are_sums():
+    """Codes 10 to 15 are reserved and behave as SUM, the result carrying the code."""
+    vectors = [(code, [code * 100, -7, 3]) for code in range(10, 16)]
+    results, elements, _ = run(AAU(AAUParams()), vectors)
+    assert elements == []
+    for (code, codes), result in zip(vectors, results, strict=True):
+        assert (result["mode"], result["sum"]) == (code, sum(codes))
+        assert (result["max"], result["argmax"]) == (max(codes), codes.index(max(codes)))
+        assert result["recip"] == result["sum_sq"] == result["rstd"] == 0
+
+
+def mixed_vectors(rng, count):
+    """Every mode interleaved, with the NORM second passes' parameters."""
+    vectors, params = [], []
+    modes = [Mode.STATS, Mode.SUM, Mode.MAX, Mode.LAYERNORM, Mode.RMSNORM]
+    modes += [Mode.RELU, Mode.SILU, Mode.GELU]
+    for _ in range(count):
+        length = rng.choice([1, 2, 5, 30, 45])
+        codes = [max(-32768, min(32767, round(rng.gauss(0, 768)))) for _ in range(length)]
+        mode = rng.choice(modes)
+        vectors.append((mode, codes))
+        if mode == Mode.STATS and rng.random() < 0.7:
+            vectors.append((Mode.SOFTMAX, codes))
+        if mode in (Mode.LAYERNORM, Mode.RMSNORM) and rng.random() < 0.8:
+            vectors.append((Mode.NORM, codes))
+            params += [(rng.randrange(-600, 600), rng.randrange(-300, 300)) for _ in codes]
+    return vectors, params
+
+
+def test_every_mode_interleaved_with_stalls_changes_nothing():
+    """All modes interleaved, once back to back and once with random gaps on the input, the
+    parameter stream and both outputs: the same outputs, in the same order."""
+    seed = choose_seed()
+    rng = random.Random(seed)
+    vectors, params = mixed_vectors(rng, 30)
+    smooth = run(AAU(AAUParams()), vectors, params=params, seed=seed)
+    stalled = run(
+        AAU(AAUParams()), vectors, params=params, in_idle=0.3, out_stall=0.5, seed=seed + 1
+    )
+    assert stalled[0] == smooth[0]
+    assert stalled[1] == smooth[1]
+    assert stalled[2][-1][0] > smooth[2][-1][0]
+    elements = iter(smooth[1])
+    for mode, codes in vectors:
+        if mode == Mode.RELU:
+            assert [next(elements)[0] for _ in codes] == [max(c, 0) for c in codes]
+        elif mode in ELEMENT_MODES:
+            for _ in codes:
+                next(elements)
+
+
+def test_latency_of_the_new_modes():
+    """Back to back: RELU, SILU, GELU and NORM elements on o OUTPUT_LATENCY cycles after
+    they are accepted, one per cycle; a LAYERNORM vector's result norm_result_latency
+    cycles after its last element; its NORM pass waits for that result, then streams."""
+    length = 40
+    codes = [((n * 53) % 400) - 200 for n in range(length)]
+    params = [(256, 0)] * length
+    vectors = [(Mode.RELU, codes), (Mode.LAYERNORM, codes), (Mode.NORM, codes)]
+    vectors += [(Mode.SILU, codes), (Mode.GELU, codes)]
+    _, _, log = run(AAU(AAUParams()), vectors, params=params)
+    inputs = [cycle for cycle, event in log if event == "in"]
+    outputs = [cycle for cycle, event in log if event == "o"]
+    (result,) = [cycle for cycle, event in log if event == "result"]
+    relu_in, norm_in = inputs[:length], inputs[2 * length : 3 * length]
+    assert relu_in == list(range(relu_in[0], relu_in[0] + length))
+    assert [o - i for o, i in zip(outputs[:length], relu_in, strict=True)] == [
+        OUTPUT_LATENCY + 1
+    ] * length
+    assert result - inputs[2 * length - 1] == norm_result_latency(AAUParams()) + 1
+    # the NORM pass's first element waits in reg5 until the result is published
+    assert outputs[length] > result
+    assert outputs[length : 2 * length] == list(range(outputs[length], outputs[length] + length))
+    tail_in, tail_out = inputs[3 * length :], outputs[2 * length :]
+    assert [o - i for o, i in zip(tail_out, tail_in, strict=True)] == [OUTPUT_LATENCY + 1] * (
+        2 * length
+    )
+    # the NORM pass's input stops once (its first element waiting in reg5), then streams
+    assert sum(b - a > 1 for a, b in itertools.pairwise(norm_in)) == 1
+
+
+@pytest.mark.parametrize("operator", sorted(AAU_OPERATOR_CYCLES))
+def test_the_system_model_charges_the_measured_cycles(operator):
+    """The system model's AAU cost (``AAU_OPERATOR_CYCLES``, ``sim/cost.py``) is this RTL's:
+    from the cycle that takes the first element to the one that delivers the last output
+    (or the result), both included, back to back from an idle unit, at two lengths."""
+    passes, fixed = AAU_OPERATOR_CYCLES[operator]
+    for length in (50, 130):
+        codes = [((n * 41) % 500) - 250 for n in range(length)]
+        params = []
+        if operator == "softmax":
+            vectors = [(Mode.STATS, codes), (Mode.SOFTMAX, codes)]
+        elif operator == "stats":
+            vectors = [(Mode.STATS, codes)]
+        elif operator in ("layernorm", "rmsnorm"):
+            vectors = [(Mode[operator.upper()], codes), (Mode.NORM, codes)]
+            params = [(256, 0)] * length
+        else:
+            vectors = [(Mode[operator.upper()], codes)]
+        _, _, log = run(AAU(AAUParams()), vectors, params=params)
+        first = min(cycle for cycle, event in log if event == "in")
+        last = max(cycle for cycle, event in log if event in ("o", "result"))
+        assert last - first + 1 == passes * length + fixed, (operator, length)

@@ -30,18 +30,33 @@ import sys
 
 import pytest
 from amaranth.asserts import AnySeq  # amaranth.hdl does not export it in 0.5
-from amaranth.hdl import Assert, Assume, Cat, Elaboratable, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import (
+    Assert,
+    Assume,
+    Cat,
+    Elaboratable,
+    Module,
+    Mux,
+    ResetSignal,
+    Signal,
+    signed,
+)
 from harness.formal import check
 
 from ahasd.hw.aau import Mode, PostPass
+from ahasd.hw.aau_back_end import BACK_END_LATENCY, BackEnd, ElementKind
 from ahasd.hw.aau_units import (
     EXP_LATENCY,
+    GATE_LATENCY,
     LOG2_FRAC,
     LOG2_LATENCY,
     Exp2Unit,
+    GateUnit,
     LeadingOne,
     LogUnit,
     RestoringDivider,
+    RestoringSquareRoot,
+    ShiftAddMultiplier,
 )
 from ahasd.params import AAUParams
 
@@ -153,8 +168,13 @@ def test_divider_quotient_and_remainder():
     [
         # the trial's top bit forgotten: a trial of 2**width or more reads as "below"
         ("fits = trial[-1] | ~difference[-1]", "fits = ~difference[-1]"),
-        # one step short
-        ("with m.If(count == steps - 1):", "with m.If(count == steps - 2):"),
+        # one step short (the divider's count: the other sequential units count alike)
+        (
+            "low.eq(Cat(fits, low[:-1])),\n                count.eq(count + 1),\n            ]\n"
+            "            with m.If(count == steps - 1):",
+            "low.eq(Cat(fits, low[:-1])),\n                count.eq(count + 1),\n            ]\n"
+            "            with m.If(count == steps - 2):",
+        ),
     ],
     ids=["comparison", "steps"],
 )
@@ -187,14 +207,25 @@ class LeadingOneProperties(Elaboratable):
         return m
 
 
-def test_leading_one_position():
-    check(LeadingOneProperties(), name="aau_leading_one", mode="prove", depth=1)
+@pytest.mark.parametrize("width", [16, 13, 2, 1])
+def test_leading_one_position(width):
+    check(
+        LeadingOneProperties(width=width),
+        name=f"aau_leading_one_{width}",
+        mode="prove",
+        depth=1,
+    )
+
+
+# the lower half's answer wins over the upper half's
+LOWER_WINS = (
+    "Cat(Mux(upper_set, upper_at, lower_at), upper_set)",
+    "Cat(Mux(lower_set, lower_at, upper_at), upper_set)",
+)
 
 
 def test_leading_one_proof_fails_on_planted_bug():
-    lowest_wins = mutant(
-        LeadingOne, "for bit in range(self.width):", "for bit in reversed(range(self.width)):"
-    )
+    lowest_wins = mutant(LeadingOne, *LOWER_WINS)
     fails(LeadingOneProperties(lowest_wins), name="aau_leading_one_mutant", mode="prove", depth=1)
 
 
@@ -362,9 +393,7 @@ def test_log_monotonic():
 
 
 def test_log_proofs_fail_on_planted_bugs():
-    lowest_wins = mutant(
-        LogUnit, "for bit in range(self.width):", "for bit in reversed(range(self.width)):"
-    )
+    lowest_wins = mutant(LogUnit, *LOWER_WINS)
     fails(
         LogLeadingOne(lowest_wins),
         name="aau_log_leading_one_mutant",
@@ -391,10 +420,11 @@ POST_DEPTH = 3
 
 
 class PostPassHandshake(Elaboratable):
-    """The phases (idle, dividing, offering) are exclusive and ``i.ready`` means idle; a
-    SUM/MAX vector is offered at the next edge with its fields, a STATS vector goes to the
-    dividers; the result is held until taken; ``stats_ref``/``stats_recip`` change only
-    where a STATS vector leaves the dividers for ``result``."""
+    """The phases (idle, dividing, NORM, offering) are exclusive and ``i.ready`` means idle;
+    a SUM/MAX vector is offered at the next edge with its fields, a STATS vector goes to the
+    dividers, a LAYERNORM/RMSNORM vector to the NORM phases; the result is held until taken;
+    ``stats_ref``/``stats_recip`` change only where a STATS vector leaves the dividers for
+    ``result``, the ``norm_*`` outputs only where a NORM vector leaves its phases for it."""
 
     def __init__(self, post_pass_class=PostPass):
         self.post_pass_class = post_pass_class
@@ -410,22 +440,30 @@ class PostPassHandshake(Elaboratable):
             dut.result.ready.eq(AnySeq(1)),
         ]
         taken = dut.i.valid & dut.i.ready
-        # the mutants bring their own Mode class: compare the code (STATS = 0)
-        stats = dut.i.payload.mode.as_value() == Mode.STATS.value
+        # the mutants bring their own Mode class: compare the codes
+        code = dut.i.payload.mode.as_value()
+        stats = code == Mode.STATS.value
+        norm = (code == Mode.LAYERNORM.value) | (code == Mode.RMSNORM.value)
         result = dut.result.payload
         published = Cat(dut.stats_ref, dut.stats_recip)
+        norm_published = Cat(dut.norm_scale, dut.norm_offset, dut.norm_shift)
 
         busy_before = delayed(m, dut.stats_busy, 1, name="busy")
+        norm_busy_before = delayed(m, dut.norm_busy, 1, name="norm_busy")
         held = delayed(m, dut.result.valid & ~dut.result.ready, 1, name="held")
         result_before = delayed(m, result.as_value(), 1, name="result")
         published_before = delayed(m, published, 1, name="published")
+        norm_published_before = delayed(m, norm_published, 1, name="norm_published")
         took_stats = delayed(m, taken & stats, 1, name="took_stats")
-        took_other = delayed(m, taken & ~stats, 1, name="took_other")
+        took_norm = delayed(m, taken & norm, 1, name="took_norm")
+        took_other = delayed(m, taken & ~stats & ~norm, 1, name="took_other")
         vector_before = delayed(m, dut.i.payload, 1, name="vector")
 
         m.d.comb += [
             Assert(~(dut.stats_busy & dut.result.valid)),
-            Assert(dut.i.ready == ~(dut.stats_busy | dut.result.valid)),
+            Assert(~(dut.norm_busy & dut.result.valid)),
+            Assert(~(dut.norm_busy & dut.stats_busy)),
+            Assert(dut.i.ready == ~(dut.stats_busy | dut.norm_busy | dut.result.valid)),
         ]
         with m.If(held):
             m.d.comb += [Assert(dut.result.valid), Assert(result.as_value() == result_before)]
@@ -433,8 +471,14 @@ class PostPassHandshake(Elaboratable):
             m.d.comb += Assert(dut.result.valid)
         with m.If(~(busy_before & ~dut.stats_busy)):
             m.d.comb += Assert(published == published_before)
+        with m.If(norm_busy_before & ~dut.norm_busy):
+            m.d.comb += Assert(dut.result.valid)
+        with m.If(~(norm_busy_before & ~dut.norm_busy)):
+            m.d.comb += Assert(norm_published == norm_published_before)
         with m.If(took_stats):
             m.d.comb += Assert(dut.stats_busy)
+        with m.If(took_norm):
+            m.d.comb += Assert(dut.norm_busy)
         with m.If(took_other):
             m.d.comb += [
                 Assert(dut.result.valid),
@@ -446,6 +490,7 @@ class PostPassHandshake(Elaboratable):
                 Assert(result.z_exp == vector_before.ref),
                 Assert(result.w == vector_before.w),
                 Assert(Cat(result.recip, result.top1, result.entropy) == 0),
+                Assert(Cat(result.sum_sq, result.rstd, result.rstd_shift) == 0),
             ]
         return m
 
@@ -454,7 +499,437 @@ def test_post_pass_handshake():
     check(PostPassHandshake(), name="aau_post_pass", mode="prove", depth=POST_DEPTH)
 
 
-def test_post_pass_proof_fails_on_planted_bug():
-    # a STATS vector offered while still dividing
-    early = mutant(PostPass, "offering.eq(~stats),", "offering.eq(1),")
-    fails(PostPassHandshake(early), name="aau_post_pass_mutant", mode="prove", depth=POST_DEPTH)
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # a STATS vector offered without dividing
+        ("m.d.sync += phase.eq(PostPhase.DIVIDE)", "m.d.sync += phase.eq(PostPhase.OFFER)"),
+        # a NORM vector offered without its phases
+        ("m.d.sync += phase.eq(PostPhase.PRODUCTS)", "m.d.sync += phase.eq(PostPhase.OFFER)"),
+    ],
+    ids=["stats_offered_early", "norm_offered_early"],
+)
+def test_post_pass_proof_fails_on_planted_bugs(old, new):
+    fails(
+        PostPassHandshake(mutant(PostPass, old, new)),
+        name="aau_post_pass_mutant",
+        mode="prove",
+        depth=POST_DEPTH,
+    )
+
+
+# ---- RestoringSquareRoot -------------------------------------------------------------------
+
+ROOT_RADICAND_BITS = 8
+
+
+class SquareRootProperties(Elaboratable):
+    """After every root: ``radicand == root**2 + remainder`` and ``remainder <= 2 * root``
+    (so ``root = isqrt(radicand)``), and ``busy`` exactly for the ``root_bits`` cycles after
+    ``start``."""
+
+    def __init__(self, root_class=RestoringSquareRoot):
+        self.root_class = root_class
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.root_class(radicand_bits=ROOT_RADICAND_BITS)
+        steps = dut.root_bits
+        m.d.comb += Assume(~ResetSignal())
+        m.d.comb += [dut.start.eq(AnySeq(1)), dut.radicand.eq(AnySeq(ROOT_RADICAND_BITS))]
+        radicand = Signal(ROOT_RADICAND_BITS)
+        with m.If(dut.start):
+            m.d.sync += radicand.eq(dut.radicand)
+        elapsed = Signal(range(steps + 2))
+        with m.If(dut.start):
+            m.d.sync += elapsed.eq(1)
+        with m.Elif((elapsed != 0) & (elapsed <= steps)):
+            m.d.sync += elapsed.eq(elapsed + 1)
+        m.d.comb += Assert(dut.busy == ((elapsed != 0) & (elapsed <= steps)))
+        with m.If(elapsed == steps + 1):
+            m.d.comb += [
+                Assert(radicand == dut.root * dut.root + dut.remainder),
+                Assert(dut.remainder <= 2 * dut.root),
+            ]
+        return m
+
+
+def test_root_is_the_integer_square_root():
+    check(
+        SquareRootProperties(),
+        name="aau_root",
+        mode="prove",
+        depth=(ROOT_RADICAND_BITS + 1) // 2 + 3,
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # 4 * root subtracted instead of 4 * root + 1
+        (
+            "difference = trial - Cat(Const(1, 2), self.root)",
+            "difference = trial - Cat(Const(0, 2), self.root)",
+        ),
+        # the radicand's pairs taken one bit apart
+        ("pairs.eq(Cat(Const(0, 2), pairs[:-2])),", "pairs.eq(Cat(Const(0, 1), pairs[:-1])),"),
+    ],
+    ids=["comparison", "pairs"],
+)
+def test_root_proof_fails_on_planted_bugs(old, new):
+    fails(
+        SquareRootProperties(mutant(RestoringSquareRoot, old, new)),
+        name="aau_root_mutant",
+        mode="prove",
+        depth=(ROOT_RADICAND_BITS + 1) // 2 + 3,
+    )
+
+
+# ---- ShiftAddMultiplier --------------------------------------------------------------------
+
+PRODUCT = {"multiplicand_bits": 5, "multiplier_bits": 4}
+
+
+class MultiplierProperties(Elaboratable):
+    """After every product: ``product == multiplicand * multiplier`` (the multiplicand held
+    while ``busy``, the unit's contract), and ``busy`` exactly for ``multiplier_bits``
+    cycles after ``start``."""
+
+    def __init__(self, multiplier_class=ShiftAddMultiplier):
+        self.multiplier_class = multiplier_class
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.multiplier_class(**PRODUCT)
+        steps = PRODUCT["multiplier_bits"]
+        m.d.comb += Assume(~ResetSignal())
+        m.d.comb += [
+            dut.start.eq(AnySeq(1)),
+            dut.multiplier.eq(AnySeq(steps)),
+            dut.multiplicand.eq(AnySeq(PRODUCT["multiplicand_bits"])),
+        ]
+        multiplier = Signal(steps)
+        with m.If(dut.start):
+            m.d.sync += multiplier.eq(dut.multiplier)
+        first_step = Signal()
+        m.d.sync += first_step.eq(dut.start)
+        multiplicand_held = Signal(PRODUCT["multiplicand_bits"])
+        with m.If(first_step):
+            m.d.sync += multiplicand_held.eq(dut.multiplicand)
+        multiplicand = Mux(first_step, dut.multiplicand, multiplicand_held)
+        with m.If(dut.busy):
+            m.d.comb += Assume(dut.multiplicand == multiplicand)
+        elapsed = Signal(range(steps + 2))
+        with m.If(dut.start):
+            m.d.sync += elapsed.eq(1)
+        with m.Elif((elapsed != 0) & (elapsed <= steps)):
+            m.d.sync += elapsed.eq(elapsed + 1)
+        m.d.comb += Assert(dut.busy == ((elapsed != 0) & (elapsed <= steps)))
+        with m.If(elapsed == steps + 1):
+            m.d.comb += Assert(dut.product == multiplicand * multiplier)
+        return m
+
+
+def test_multiplier_product():
+    check(
+        MultiplierProperties(),
+        name="aau_multiplier",
+        mode="prove",
+        depth=PRODUCT["multiplier_bits"] + 3,
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("with m.If(low[0]):", "with m.If(low[1]):"),  # the wrong multiplier bit
+        ("self.product.eq(Cat(low[1:], total)),", "self.product.eq(Cat(low[1:], total[:-1])),"),
+    ],
+    ids=["bit", "carry"],
+)
+def test_multiplier_proof_fails_on_planted_bugs(old, new):
+    fails(
+        MultiplierProperties(mutant(ShiftAddMultiplier, old, new)),
+        name="aau_multiplier_mutant",
+        mode="prove",
+        depth=PRODUCT["multiplier_bits"] + 3,
+    )
+
+
+# ---- GateUnit ------------------------------------------------------------------------------
+
+GATE_TABLE_BITS = 6
+
+
+class GateShape(Elaboratable):
+    """Two units side by side, on ``x`` and on ``x + 1`` (or ``-x``), the same function: for
+    every code ``g`` is in ``[0, 2**16]``, never decreases from ``x`` to ``x + 1``
+    (``monotonic``), or ``g(x) + g(-x) = 2**16`` (``symmetric``, ``x != -32768``)."""
+
+    def __init__(self, relation, gate_class=GateUnit):
+        self.relation = relation
+        self.gate_class = gate_class
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.low = low = self.gate_class(table_bits=GATE_TABLE_BITS)
+        m.submodules.high = high = self.gate_class(table_bits=GATE_TABLE_BITS)
+        m.d.comb += Assume(~ResetSignal())
+        x = Signal(signed(16))
+        gelu = Signal()
+        m.d.comb += [x.eq(AnySeq(16)), gelu.eq(AnySeq(1))]
+        if self.relation == "monotonic":
+            m.d.comb += [Assume(x != 32767), high.i.payload.x.eq(x + 1)]
+        else:
+            m.d.comb += [Assume(x != -32768), high.i.payload.x.eq(-x)]
+        for unit in (low, high):
+            m.d.comb += [unit.i.valid.eq(1), unit.o.ready.eq(1), unit.i.payload.gelu.eq(gelu)]
+        m.d.comb += low.i.payload.x.eq(x)
+        with m.If(warm_up(m, GATE_LATENCY)):
+            m.d.comb += Assert(low.o.payload.g <= 1 << 16)
+            if self.relation == "monotonic":
+                m.d.comb += Assert(low.o.payload.g <= high.o.payload.g)
+            else:
+                m.d.comb += Assert(low.o.payload.g + high.o.payload.g == 1 << 16)
+        return m
+
+
+class GatePipeline(Elaboratable):
+    """Valid and tag come out exactly GATE_LATENCY advancing edges later; a stall holds o."""
+
+    def __init__(self, gate_class=GateUnit):
+        self.gate_class = gate_class
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.gate_class(table_bits=GATE_TABLE_BITS, tag_shape=4)
+        m.d.comb += Assume(~ResetSignal())
+        m.d.comb += [
+            dut.i.valid.eq(AnySeq(1)),
+            dut.i.payload.as_value().eq(AnySeq(len(dut.i.payload.as_value()))),
+            dut.o.ready.eq(AnySeq(1)),
+        ]
+        m.d.comb += Assert(dut.i.ready == dut.o.ready)
+        advance = dut.o.ready
+        valid = delayed(m, dut.i.valid, GATE_LATENCY, name="valid", enable=advance)
+        tag = delayed(m, dut.i.payload.tag, GATE_LATENCY, name="tag", enable=advance)
+        m.d.comb += Assert(dut.o.valid == valid)
+        with m.If(dut.o.valid):
+            m.d.comb += Assert(dut.o.payload.tag == tag)
+        held = delayed(m, dut.o.valid & ~dut.o.ready, 1, name="held")
+        output = dut.o.payload.as_value()
+        output_before = delayed(m, output, 1, name="o")
+        with m.If(held):
+            m.d.comb += [Assert(dut.o.valid), Assert(output == output_before)]
+        return m
+
+
+@pytest.mark.parametrize("relation", ["monotonic", "symmetric"])
+def test_gate_shape_for_every_code(relation):
+    # a pure function of the codes of GATE_LATENCY edges before: bounded from reset
+    check(GateShape(relation), name=f"aau_gate_{relation}", mode="bmc", depth=GATE_LATENCY + 1)
+
+
+def test_gate_latency_and_stall():
+    check(GatePipeline(), name="aau_gate_pipeline", mode="bmc", depth=EXP_PIPELINE_DEPTH)
+
+
+@pytest.mark.parametrize(
+    ("relation", "old", "new"),
+    [
+        # the interpolation one bit too steep: g jumps down at a segment boundary
+        (
+            "monotonic",
+            "h.eq(base2 + (step2 * rest2).shift_right(low_bits)[:GATE_BITS])",
+            "h.eq(base2 + (step2 * rest2).shift_right(low_bits - 1)[:GATE_BITS])",
+        ),
+        # the sign's 2**16 - h forgotten
+        ("symmetric", "m.d.sync += gate3.eq(one - h)", "m.d.sync += gate3.eq(h)"),
+    ],
+    ids=["steep", "sign"],
+)
+def test_gate_proofs_fail_on_planted_bugs(relation, old, new):
+    fails(
+        GateShape(relation, mutant(GateUnit, old, new)),
+        name=f"aau_gate_{relation}_mutant",
+        mode="bmc",
+        depth=GATE_LATENCY + 1,
+    )
+
+
+def test_gate_pipeline_proof_fails_on_planted_bug():
+    # the tag line one register short
+    short = mutant(
+        GateUnit,
+        "for stage in range(1, GATE_LATENCY + 1):",
+        "for stage in range(1, GATE_LATENCY):",
+    )
+    fails(GatePipeline(short), name="aau_gate_pipeline_mutant", mode="bmc", depth=10)
+
+
+# ---- BackEnd -------------------------------------------------------------------------------
+
+BACK_END_PARAMS = AAUParams(max_length=2)
+BACK_END_DEPTH = 10
+
+
+class BackEndLane(Elaboratable):
+    """Every input free (elements, the held statistics, the parameters, both readies): the
+    output register holds the element taken BACK_END_LATENCY advancing edges earlier (or
+    nothing once taken), with its ``last``; a RELU element outputs ``max(x, 0)`` for every
+    ``x``; a NORM element captured with ``N r = T r = 0`` (the reset state) outputs its
+    ``beta``; ``param`` is taken exactly when a NORM element moves into the output register,
+    and the lane blocks only for a full output or a missing parameter."""
+
+    def __init__(self, back_end_class=BackEnd):
+        self.back_end_class = back_end_class
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.back_end_class(BACK_END_PARAMS)
+        m.d.comb += Assume(~ResetSignal())
+        for port in (dut.i.payload, dut.param.payload):
+            m.d.comb += port.as_value().eq(AnySeq(len(port.as_value())))
+        for port in (
+            dut.i.valid, dut.param.valid, dut.o.ready, dut.advance, dut.stats_ref,
+            dut.stats_recip, dut.norm_scale, dut.norm_offset, dut.norm_shift,
+        ):  # fmt: skip
+            m.d.comb += port.eq(AnySeq(len(port)))
+        # The AAU's contract: it never advances a blocked lane.
+        m.d.comb += Assume(~(dut.advance & dut.blocked))
+        advance = dut.advance
+        kind = dut.i.payload.kind.as_value()
+        relu = kind == ElementKind.RELU.value
+        norm = kind == ElementKind.NORM.value
+        at_reset = (dut.norm_scale == 0) & (dut.norm_offset == 0)
+        lane = BACK_END_LATENCY
+        valid = delayed(m, dut.i.valid, lane, name="valid", enable=advance)
+        last = delayed(m, dut.i.payload.last, lane, name="last", enable=advance)
+        x = delayed(m, dut.i.payload.x, lane, name="x", enable=advance)
+        was_relu = delayed(m, relu, lane, name="relu", enable=advance)
+        was_norm = delayed(m, norm, lane, name="norm", enable=advance)
+        was_reset = delayed(m, at_reset, lane, name="reset", enable=advance)
+        # the NORM element one register before the output: it takes the parameters
+        norm_before = delayed(m, norm & dut.i.valid, lane - 1, name="norm_before", enable=advance)
+        beta = Signal(signed(16))
+        with m.If(advance):
+            m.d.sync += beta.eq(dut.param.payload.beta)
+        # the output was taken since it was loaded (it empties without advancing)
+        taken = Signal()
+        with m.If(advance):
+            m.d.sync += taken.eq(0)
+        with m.Elif(dut.o.valid & dut.o.ready):
+            m.d.sync += taken.eq(1)
+
+        with m.If(warm_up(m, lane)):
+            m.d.comb += Assert(dut.o.valid == (valid & ~taken))
+            with m.If(dut.o.valid):
+                data = dut.o.payload.data.as_signed()
+                m.d.comb += Assert(dut.o.payload.last == last)
+                with m.If(was_relu):
+                    m.d.comb += Assert(data == Mux(x[-1], 0, x))
+                with m.If(was_norm & was_reset):
+                    m.d.comb += Assert(data == beta)
+            m.d.comb += [
+                Assert(dut.param.ready == (advance & norm_before)),
+                Assert(
+                    dut.blocked == ((dut.o.valid & ~dut.o.ready) | (norm_before & ~dut.param.valid))
+                ),
+            ]
+        return m
+
+
+def test_back_end_lane():
+    check(BackEndLane(), name="aau_back_end", mode="bmc", depth=BACK_END_DEPTH)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # RELU passes negative codes
+        ("with m.Elif(entering[ElementKind.RELU]), m.If(element.x[-1]):",
+         "with m.Elif(entering[ElementKind.RELU]), m.If(element.x[-1] & element.x[0]):"),
+        # the output register kept when taken during a stall
+        ("with m.If(~advance & self.o.ready):", "with m.If(~advance & self.o.ready & 0):"),
+        # NORM's beta dropped
+        (
+            "addend = Cat(Const(1 << (NORM_Z_FRAC - 1), NORM_Z_FRAC), beta).as_signed()",
+            "addend = Cat(Const(1 << (NORM_Z_FRAC - 1), NORM_Z_FRAC), Const(0, 16)).as_signed()",
+        ),
+    ],
+    ids=["relu", "output", "beta"],
+)  # fmt: skip
+def test_back_end_proof_fails_on_planted_bugs(old, new):
+    fails(
+        BackEndLane(mutant(BackEnd, old, new)),
+        name="aau_back_end_mutant",
+        mode="bmc",
+        depth=BACK_END_DEPTH,
+    )
+
+
+class BackEndNormSaturation(Elaboratable):
+    """NORM elements of ``x = 1`` with ``gamma = 1`` (LSB) and ``beta = 0``, every held
+    ``N r``, ``T r``, ``k`` and every stall: the output is ``round_shift(clamp((N r - T r)
+    >> k, -2**24, 2**24 - 1), 16)`` (docs/aau.md 9.3, ``c r = X N r - T r``): ``z`` saturates
+    rather than wraps, so the output stays within ``[-256, 256]``. (``x = 1`` keeps the
+    lane's multiplier out of the solver's way.)"""
+
+    def __init__(self, back_end_class=BackEnd):
+        self.back_end_class = back_end_class
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.back_end_class(BACK_END_PARAMS)
+        m.d.comb += Assume(~ResetSignal())
+        for port in (
+            dut.i.valid, dut.param.valid, dut.o.ready, dut.advance, dut.norm_scale,
+            dut.norm_offset, dut.norm_shift, dut.i.payload.last,
+        ):  # fmt: skip
+            m.d.comb += port.eq(AnySeq(len(port)))
+        m.d.comb += [
+            Assume(~(dut.advance & dut.blocked)),
+            dut.i.payload.kind.eq(ElementKind.NORM),
+            dut.i.payload.x.eq(1),
+            dut.param.payload.gamma.eq(1),
+            dut.param.payload.beta.eq(0),
+        ]
+        advance = dut.advance
+        lane = BACK_END_LATENCY
+        scale = delayed(m, dut.norm_scale, lane, name="scale", enable=advance)
+        offset = delayed(m, dut.norm_offset, lane, name="offset", enable=advance)
+        shift = delayed(m, dut.norm_shift, lane, name="shift", enable=advance)
+        z_top = (1 << 24) - 1
+        shifted = Signal(signed(len(offset) + 2))
+        m.d.comb += shifted.eq((scale - offset) >> shift)
+        z = Mux(shifted > z_top, z_top, Mux(shifted < -z_top - 1, -z_top - 1, shifted))
+        with m.If(warm_up(m, lane) & dut.o.valid):
+            data = dut.o.payload.data.as_signed()
+            m.d.comb += [
+                Assert(data == (z + (1 << 15)) >> 16),
+                Assert((data >= -256) & (data <= 256)),
+            ]
+        return m
+
+
+NORM_SATURATION_DEPTH = BACK_END_LATENCY + 2
+
+
+def test_back_end_norm_saturates():
+    check(
+        BackEndNormSaturation(),
+        name="aau_back_end_norm",
+        mode="bmc",
+        depth=NORM_SATURATION_DEPTH,
+    )
+
+
+def test_back_end_norm_proof_fails_on_planted_bug():
+    # z wraps instead of saturating
+    wraps = mutant(BackEnd, "with m.If(_fits(z_full, NORM_Z_BITS)):", "with m.If(1):")
+    fails(
+        BackEndNormSaturation(wraps),
+        name="aau_back_end_norm_mutant",
+        mode="bmc",
+        depth=NORM_SATURATION_DEPTH,
+    )

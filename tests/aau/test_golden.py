@@ -275,7 +275,7 @@ def test_accuracy_sample() -> None:
 
 
 def test_truncation_worst_case_within_bound() -> None:
-    # docs/aau.md section 9: max near +128, the rest 10..14 nats below.
+    # docs/aau.md section 12: max near +128, the rest 10..14 nats below.
     for gap in np.arange(10.0, 14.01, 0.5):
         x = np.full(65536, 32767 - int(gap * 256))
         x[0] = 32767

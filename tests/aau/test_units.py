@@ -1,10 +1,10 @@
 """AAU sub-components, Amaranth-simulator tier: each unit against a plain Python reference.
 
-The references below are written from ``docs/aau.md`` (sections 2, 4.1, 5.1 to 5.4), not
-from the RTL: the tables from the doc's float64 formulas, the front end and the post pass as
-the doc's integer formulas, the divider as Python's ``divmod``. Directed edge cases plus
-seeded random ones; the stream units run with random gaps on the input and random stalls on
-the output.
+The references below are written from ``docs/aau.md`` (sections 2, 4.1, 5.1 to 5.4, 9.2,
+10), not from the RTL: the tables from the doc's float64 formulas, the front end and the
+post pass as the doc's integer formulas, the divider as Python's ``divmod``, the square root
+as ``math.isqrt``, the multiplier as ``*``. Directed edge cases plus seeded random ones; the
+stream units run with random gaps on the input and random stalls on the output.
 """
 
 from __future__ import annotations
@@ -21,15 +21,28 @@ from amaranth.sim import Simulator
 from harness.amaranth_sim import simulate
 from harness.seeds import choose_seed
 
-from ahasd.hw.aau import DIVIDER_CYCLES, Mode, PostPass, accumulators_layout
+from ahasd.hw.aau import (
+    DIVIDER_CYCLES,
+    Mode,
+    PostPass,
+    accumulators_layout,
+    norm_post_pass_cycles,
+)
+from ahasd.hw.aau_back_end import BackEnd
 from ahasd.hw.aau_units import (
     EXP_LATENCY,
+    GATE_LATENCY,
     LN_LATENCY,
     LOG2_LATENCY,
     Exp2Unit,
+    GateUnit,
     LeadingOne,
     LogUnit,
     RestoringDivider,
+    RestoringSquareRoot,
+    ShiftAddMultiplier,
+    gelu_table,
+    silu_table,
 )
 from ahasd.params import AAUParams
 
@@ -540,7 +553,8 @@ def random_accumulators(rng, params):
 
 def run_post_pass(dut, vectors, *, in_idle=0.0, out_stall=0.0, seed=0):
     """Hand ``vectors`` to the post pass; collect every result with the cycle it was taken,
-    the cycle each vector was taken, and ``(stats_ref, stats_recip)`` at each result."""
+    the cycle each vector was taken, ``(stats_ref, stats_recip)`` and ``(norm_scale,
+    norm_offset, norm_shift)`` at each result."""
     rng = random.Random(seed)
     taken, results = [], []
     result_names = [name for name, _ in dut.result.payload.shape()]
@@ -565,7 +579,8 @@ def run_post_pass(dut, vectors, *, in_idle=0.0, out_stall=0.0, seed=0):
                 fields = {name: getattr(payload, name) for name in result_names}
                 fields = {k: Mode(v) if k == "mode" else int(v) for k, v in fields.items()}
                 published = (ctx.get(dut.stats_ref), ctx.get(dut.stats_recip))
-                results.append((cycle, fields, published))
+                norm = (ctx.get(dut.norm_scale), ctx.get(dut.norm_offset), ctx.get(dut.norm_shift))
+                results.append((cycle, fields, published, norm))
             if len(results) == len(vectors):
                 return
         raise AssertionError(f"timeout: {position} in, {len(results)} results")
@@ -583,7 +598,7 @@ def test_post_pass_against_doc(params):
         # length 1 at X = 0: Z = 2**32, W = 0, R = 0: recip = 2**24, top1 saturates
         {"mode": Mode.STATS, "max": 0, "argmax": 0, "sum": 0, "z": 1 << 32, "w": 0,
          "ref": 0, "m_max": 65536},
-        # four zeros (doc 12's hand case): Z = 2**34, entropy = ln 4
+        # four zeros (doc 15's hand case): Z = 2**34, entropy = ln 4
         {"mode": Mode.STATS, "max": 0, "argmax": 0, "sum": 0, "z": 1 << 34, "w": 0,
          "ref": 0, "m_max": 65536},
     ]  # fmt: skip
@@ -593,7 +608,7 @@ def test_post_pass_against_doc(params):
         dut, vectors, in_idle=0.3, out_stall=0.3, seed=rng.randrange(1 << 30)
     )
     published = (0, 0)
-    for vector, (_, result, stats) in zip(vectors, results, strict=True):
+    for vector, (_, result, stats, _) in zip(vectors, results, strict=True):
         expected = {
             "mode": vector["mode"],
             "max": vector["max"],
@@ -605,6 +620,9 @@ def test_post_pass_against_doc(params):
             "recip": 0,
             "top1": 0,
             "entropy": 0,
+            "sum_sq": 0,
+            "rstd": 0,
+            "rstd_shift": 0,
         }
         if vector["mode"] == Mode.STATS:
             expected.update(
@@ -627,7 +645,7 @@ def test_post_pass_latency():
     vectors = [{**base, "mode": mode} for mode in modes]
     taken, results = run_post_pass(PostPass(params), vectors)
     # the result is taken at the edge after the one that raises result.valid
-    waits = [done - start for start, (done, _, _) in zip(taken, results, strict=True)]
+    waits = [done - start for start, (done, *_) in zip(taken, results, strict=True)]
     assert waits == [DIVIDER_CYCLES + 2 if mode == Mode.STATS else 1 for mode in modes]
     assert taken[3] - taken[2] == DIVIDER_CYCLES + 3
 
@@ -651,3 +669,345 @@ def test_post_pass_busy_and_ready():
     assert trace[0] == (1, 0, 0)
     assert trace[1 : DIVIDER_CYCLES + 2] == [(0, 1, 0)] * (DIVIDER_CYCLES + 1)
     assert trace[DIVIDER_CYCLES + 2 :] == [(0, 0, 1)] * 4  # held until taken
+
+
+# ---- RestoringSquareRoot -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        ("8", TypeError, "radicand_bits must be an integer, not '8'"),
+        (0, ValueError, "radicand_bits must be between 1 and 256, not 0"),
+        (257, ValueError, "radicand_bits must be between 1 and 256, not 257"),
+    ],
+)
+def test_root_rejects(value, error, message):
+    check_rejection(lambda: RestoringSquareRoot(radicand_bits=value), error, message)
+
+
+def run_sequential(dut, cases, load, read, *, gap_seed=None):
+    """Start ``dut`` once per case (``load(ctx, case)`` in the start cycle), wait while
+    ``busy``, then ``read(ctx)``; returns ``(read(ctx), busy_cycles)`` per case. With
+    ``gap_seed``, idle cycles come between the cases."""
+    rng = random.Random(gap_seed)
+    found = []
+
+    async def testbench(ctx):
+        for case in cases:
+            for _ in range(rng.randrange(3) if gap_seed is not None else 0):
+                await ctx.tick()
+            ctx.set(dut.start, 1)
+            load(ctx, case)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            busy = 0
+            while ctx.get(dut.busy):
+                busy += 1
+                await ctx.tick()
+            found.append((read(ctx), busy))
+
+    simulate(dut, testbench)
+    return found
+
+
+def run_root(dut, radicands, *, gap_seed=None):
+    def load(ctx, radicand):
+        ctx.set(dut.radicand, radicand)
+
+    return run_sequential(
+        dut, radicands, load, lambda ctx: (ctx.get(dut.root), ctx.get(dut.remainder)),
+        gap_seed=gap_seed,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 8, 9])
+def test_root_exhaustive(bits):
+    dut = RestoringSquareRoot(radicand_bits=bits)
+    values = list(range(1 << bits))
+    for value, ((root, remainder), busy) in zip(values, run_root(dut, values), strict=True):
+        assert (root, remainder) == (math.isqrt(value), value - math.isqrt(value) ** 2), value
+        assert busy == (bits + 1) // 2
+
+
+def test_root_at_the_norm_width():
+    """The NORM post pass's V in [2**46, 2**48) (docs/aau.md 9.2) and the ends of 48 bits."""
+    rng = random.Random(choose_seed(48))
+    values = [0, 1, 2**46, 2**46 + 1, 2**48 - 1, (2**24 - 1) ** 2, (2**24 - 1) ** 2 - 1]
+    values += [rng.randrange(2**46, 2**48) for _ in range(60)] + [rng.randrange(2**48)]
+    dut = RestoringSquareRoot(radicand_bits=48)
+    found = run_root(dut, values, gap_seed=rng.randrange(1 << 30))
+    for value, ((root, remainder), busy) in zip(values, found, strict=True):
+        assert (root, remainder) == (math.isqrt(value), value - math.isqrt(value) ** 2), value
+        assert busy == 24
+    assert found[2][0][0] == 2**23  # sqrt(2**46)
+
+
+# ---- ShiftAddMultiplier --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error", "message"),
+    [
+        ("multiplicand_bits", 0, ValueError, "multiplicand_bits must be between 1 and 256, not 0"),
+        ("multiplier_bits", 257, ValueError, "multiplier_bits must be between 1 and 256, not 257"),
+        ("multiplier_bits", 2.0, TypeError, "multiplier_bits must be an integer, not 2.0"),
+    ],
+)
+def test_multiplier_rejects(name, value, error, message):
+    widths = {"multiplicand_bits": 4, "multiplier_bits": 3, name: value}
+    check_rejection(lambda: ShiftAddMultiplier(**widths), error, message)
+
+
+def run_multiplier(dut, cases, *, gap_seed=None):
+    """``(multiplicand, multiplier)`` per case; the multiplicand is held while busy and
+    scrambled outside (it is read only then)."""
+    rng = random.Random(gap_seed)
+
+    def load(ctx, case):
+        multiplicand, multiplier = case
+        ctx.set(dut.multiplier, multiplier)
+        ctx.set(dut.multiplicand, multiplicand)
+
+    found = run_sequential(
+        dut, cases, load, lambda ctx: ctx.get(dut.product),
+        gap_seed=rng.randrange(1 << 30) if gap_seed is not None else None,
+    )  # fmt: skip
+    return found
+
+
+def test_multiplier_exhaustive():
+    dut = ShiftAddMultiplier(multiplicand_bits=4, multiplier_bits=3)
+    cases = [(a, b) for a in range(16) for b in range(8)]
+    for (a, b), (product, busy) in zip(cases, run_multiplier(dut, cases), strict=True):
+        assert (product, busy) == (a * b, 3)
+
+
+@pytest.mark.parametrize(
+    "widths", [(63, 25), (32, 32), (1, 5), (9, 1)], ids=["n_s2", "t_t", "narrow", "one_bit"]
+)
+def test_multiplier_at_the_norm_widths(widths):
+    """The NORM post pass's N * S2 and N * r (63 x 25), T * T and |T| * r (32 x 32)."""
+    multiplicand_bits, multiplier_bits = widths
+    rng = random.Random(choose_seed(sum(widths)))
+    top_a, top_b = (1 << multiplicand_bits) - 1, (1 << multiplier_bits) - 1
+    cases = [(0, 0), (top_a, top_b), (top_a, 1), (1, top_b), (top_a, 0)]
+    cases += [(rng.randrange(top_a + 1), rng.randrange(top_b + 1)) for _ in range(60)]
+    dut = ShiftAddMultiplier(multiplicand_bits=multiplicand_bits, multiplier_bits=multiplier_bits)
+    found = run_multiplier(dut, cases, gap_seed=rng.randrange(1 << 30))
+    for (a, b), (product, busy) in zip(cases, found, strict=True):
+        assert (product, busy) == (a * b, multiplier_bits), (a, b)
+
+
+def test_leading_one_at_the_norm_width():
+    """U of the NORM post pass: 79 bits (docs/aau.md 9.5)."""
+    rng = random.Random(choose_seed(79))
+    values = [0, 1, (1 << 79) - 1, 1 << 78, 3] + [1 << bit for bit in range(79)]
+    values += [rng.randrange(1 << rng.randrange(1, 80)) for _ in range(300)]
+    found = leading_one_outputs(LeadingOne(width=79), values)
+    assert found == [(max(0, v.bit_length() - 1), int(v != 0)) for v in values]
+
+
+# ---- GateUnit -----------------------------------------------------------------------------
+
+
+@cache
+def doc_gate_tables(bits):
+    """``HS``, ``HG`` of docs/aau.md section 2 from its float64 formulas (no entry is near
+    a rounding tie)."""
+    size = 2**bits
+    silu = [math.floor(65536 / (1 + math.exp(-16 * j / size)) + 0.5) for j in range(size + 1)]
+
+    def gelu_gate(a):
+        return (1 + math.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a**3))) / 2
+
+    gelu = [math.floor(65536 * gelu_gate(4 * j / size) + 0.5) for j in range(size + 1)]
+    return silu, gelu
+
+
+def doc_gate(code, gelu, bits):
+    """docs/aau.md section 10: the gate g of a code (UQ1.16)."""
+    table = doc_gate_tables(bits)[gelu]
+    span = 10 if gelu else 12
+    a = abs(code)
+    if a >= 1 << span:
+        h = 65536
+    else:
+        low = span - bits
+        j, f = a >> low, a & ((1 << low) - 1)
+        h = table[j] + (((table[j + 1] - table[j]) * f) >> low)
+    return h if code >= 0 else 65536 - h
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"table_bits": "6"}, TypeError, "table_bits must be an integer, not '6'"),
+        ({"table_bits": 0}, ValueError, "table_bits must be between 1 and 10, not 0"),
+        ({"table_bits": 11}, ValueError, "table_bits must be between 1 and 10, not 11"),
+        ({"table_bits": 6, "tag_shape": "x"}, TypeError, "tag_shape must be a shape, not 'x'"),
+    ],
+)
+def test_gate_rejects(kwargs, error, message):
+    check_rejection(lambda: GateUnit(**kwargs), error, message)
+
+
+def test_gate_rtl_tables_match_the_doc():
+    for bits in range(1, 11):
+        assert (silu_table(bits), gelu_table(bits)) == doc_gate_tables(bits), bits
+
+
+@pytest.mark.parametrize("bits", [1, 6, 10])
+def test_gate_with_stalls(bits):
+    """Random codes of both functions and the span ends, with a tag, gaps and stalls."""
+    rng = random.Random(choose_seed(bits + 100))
+    codes = [-32768, -32767, -4096, -4095, -1024, -1023, -1, 0, 1, 1023, 1024, 4095, 4096, 32767]
+    codes += [rng.randrange(-5000, 5000) for _ in range(500)]
+    codes += [rng.randrange(-32768, 32768) for _ in range(100)]
+    tag = data.StructLayout({"index": 12})
+    dut = GateUnit(table_bits=bits, tag_shape=tag)
+    inputs = [{"x": c, "gelu": n % 2, "tag": {"index": n}} for n, c in enumerate(codes)]
+    outputs = run_stream(dut, inputs, in_idle=0.3, out_stall=0.4, seed=rng.randrange(1 << 30))
+    for n, (code, out) in enumerate(zip(codes, outputs, strict=True)):
+        assert out.g == doc_gate(code, n % 2, bits), (code, n % 2)
+        assert out.tag.index == n
+
+
+@pytest.mark.slow
+def test_gate_every_code():
+    """All 65,536 codes of both functions (G = 6), back to back: g from docs/aau.md 10, and
+    g never decreases in the code."""
+    dut = GateUnit(table_bits=6)
+    codes = list(range(-32768, 32768))
+    found = {0: [], 1: []}
+
+    async def testbench(ctx):
+        ctx.set(dut.o.ready, 1)
+        ctx.set(dut.i.valid, 1)
+        for gelu in (0, 1):
+            ctx.set(dut.i.payload.gelu, gelu)
+            for cycle in range(len(codes) + GATE_LATENCY - 1):
+                if cycle < len(codes):
+                    ctx.set(dut.i.payload.x, codes[cycle])
+                await ctx.tick()
+                if cycle >= GATE_LATENCY - 1:
+                    found[gelu].append(ctx.get(dut.o.payload.g))
+
+    simulate(dut, testbench)
+    for gelu, gates in found.items():
+        assert gates == [doc_gate(code, gelu, 6) for code in codes], gelu
+        assert all(a <= b for a, b in itertools.pairwise(gates)), gelu
+
+
+def test_gate_without_a_tag_has_no_tag_field():
+    dut = GateUnit(table_bits=4)
+    assert [name for name, _ in dut.o.payload.shape()] == ["g"]
+    outputs = run_stream(dut, [{"x": c, "gelu": 0} for c in (-100, 0, 100)])
+    assert [out.g for out in outputs] == [doc_gate(c, 0, 4) for c in (-100, 0, 100)]
+
+
+# ---- PostPass: NORM ------------------------------------------------------------------------
+
+
+def doc_norm_post_pass(count, total, sum_sq, rms):
+    """docs/aau.md 9.2: ``(r, k, N r, T r)`` of a first pass."""
+    centre = 0 if rms else total
+    u = count * sum_sq - (centre * centre << 16)
+    k = (u.bit_length() - 1) >> 1
+    v = doc_shift(u, 46 - 2 * k)
+    r = 2**47 // math.isqrt(v)
+    return r, k, count * r, centre * r
+
+
+def random_norm_vector(rng, params):
+    """A first pass's (count, S1, S2) from an actual vector (so that U >= N**2 E holds)."""
+    count = rng.choice([1, 2, rng.randrange(1, params.max_length + 1)])
+    scale = rng.choice([1, 30, 3000, 32767])
+    codes = [max(-32768, min(32767, round(rng.gauss(rng.gauss(0, scale), scale)))) for _ in
+             range(min(count, 200))]  # fmt: skip
+    codes = (codes * (count // len(codes) + 1))[:count]
+    total = sum(codes)
+    sum_sq = sum(c * c for c in codes) * 65536 + count * params.norm_eps
+    return codes, total, sum_sq
+
+
+@pytest.mark.parametrize(
+    "params", [AAUParams(), AAUParams(max_length=1000, norm_eps=4295)], ids=["default", "small"]
+)
+def test_post_pass_norm_against_doc(params):
+    rng = random.Random(choose_seed(params.max_length + 7))
+    vectors, expected = [], []
+    extremes = [
+        ([-32768] * params.max_length, False),  # the largest |T|, var = 0
+        ([-32768] * params.max_length, True),  # the largest S2
+        ([0], False),  # U = E
+    ]
+    for codes, rms in extremes:
+        total, sum_sq = sum(codes), len(codes) * (sum(c * c for c in codes[:1]) * 65536)
+        sum_sq += len(codes) * params.norm_eps
+        expected.append((codes, total, sum_sq, rms))
+    for _ in range(40):
+        codes, total, sum_sq = random_norm_vector(rng, params)
+        expected.append((codes, total, sum_sq, rng.random() < 0.5))
+    for codes, total, sum_sq, rms in expected:
+        vectors.append(
+            {"mode": Mode.RMSNORM if rms else Mode.LAYERNORM, "max": 0, "argmax": 0,
+             "sum": total, "count": len(codes), "sum_sq": sum_sq}
+        )  # fmt: skip
+    # a STATS vector in between: the two sets of held values are independent
+    vectors.insert(5, {"mode": Mode.STATS, "z": 1 << 33, "w": 0, "ref": 2, "m_max": 65536})
+    expected.insert(5, None)
+    _, results = run_post_pass(PostPass(params), vectors, in_idle=0.2, out_stall=0.2, seed=3)
+    for case, (_, result, _, norm) in zip(expected, results, strict=True):
+        if case is None:
+            assert result["mode"] == Mode.STATS
+            continue
+        codes, total, sum_sq, rms = case
+        r, k, scale, offset = doc_norm_post_pass(len(codes), total, sum_sq, rms)
+        assert result["mode"] == (Mode.RMSNORM if rms else Mode.LAYERNORM)
+        assert (result["sum"], result["sum_sq"]) == (total, sum_sq)
+        assert (result["rstd"], result["rstd_shift"]) == (r, k), (len(codes), rms)
+        assert result["z"] == result["z_exp"] == result["w"] == 0
+        assert result["recip"] == result["top1"] == result["entropy"] == 0
+        assert norm == (scale, offset, k)  # published with the result
+
+
+def test_post_pass_norm_publishes_and_times():
+    """``norm_busy`` from the copy to the result, which is valid norm_post_pass_cycles edges
+    after the copy; ``norm_scale``, ``norm_offset``, ``norm_shift`` change at that edge only,
+    to N r, T r and k (docs/aau.md 9.2)."""
+    params = AAUParams()
+    layout = accumulators_layout(params)
+    codes = [-300, 5, -900, -7, 12]  # T < 0: T r is published negative
+    total, sum_sq = sum(codes), sum(c * c for c in codes) * 65536 + len(codes) * params.norm_eps
+    r, k, scale, offset = doc_norm_post_pass(len(codes), total, sum_sq, False)
+    vector = {"mode": Mode.LAYERNORM, "sum": total, "count": len(codes), "sum_sq": sum_sq}
+    dut = PostPass(params)
+    trace = []
+
+    async def testbench(ctx):
+        ctx.set(dut.result.ready, 0)
+        ctx.set(dut.i.payload, layout.const(vector))
+        ctx.set(dut.i.valid, 1)
+        for _ in range(norm_post_pass_cycles(params) + 4):
+            trace.append(
+                (ctx.get(dut.i.ready), ctx.get(dut.norm_busy), ctx.get(dut.result.valid),
+                 (ctx.get(dut.norm_scale), ctx.get(dut.norm_offset), ctx.get(dut.norm_shift)))
+            )  # fmt: skip
+            await ctx.tick()
+            ctx.set(dut.i.valid, 0)
+
+    simulate(dut, testbench)
+    cycles = norm_post_pass_cycles(params)
+    assert trace[0] == (1, 0, 0, (0, 0, 0))
+    assert trace[1 : cycles + 1] == [(0, 1, 0, (0, 0, 0))] * cycles
+    assert trace[cycles + 1 :] == [(0, 0, 1, (scale, offset, k))] * 3
+    assert offset < 0
+    assert scale == len(codes) * r
+
+
+# ---- BackEnd -------------------------------------------------------------------------------
+
+
+def test_back_end_rejects():
+    check_rejection(lambda: BackEnd(3), TypeError, "params must be an AAUParams, not 3")

@@ -33,7 +33,6 @@ def test_small_queues_synthesise_with_their_storage_in_flip_flops(tmp_path):
     assert report.flip_flops >= storage
     assert report.cells > report.flip_flops
     assert report.area_um2 > report.flip_flops * footprint_um2("dfxtp_1")
-    assert 0 < report.logic_depth < 100
     assert report.area_28nm_um2 < report.area_um2
 
 

@@ -51,10 +51,11 @@ PREVERIFYING = {
 }
 
 
-def _cosim(settings: RunSettings, *, feedback: bool = False) -> dict:
-    name = f"test-{settings.mode}-{settings.policy}-{settings.tokens}{'-fb' if feedback else ''}"
+def _cosim(settings: RunSettings, *, feedback: bool = False, irq: bool = False) -> dict:
+    name = f"test-{settings.mode}-{settings.policy}-{settings.tokens}"
+    name += ("-fb" if feedback else "") + ("-irq" if irq else "")
     run = run_cosim(
-        {"settings": settings_to_dict(settings), "feedback": feedback},
+        {"settings": settings_to_dict(settings), "feedback": feedback, "irq": irq},
         model_top_params(settings),
         run_name=name,
         build_root=BUILD,
@@ -96,6 +97,34 @@ def test_cosim_identical_to_golden(mode, policy):
         assert stats["warps"] > 0
     # NCR was counted or warped, never set back: the RTL kept the model's time exactly.
     assert stats["rewinds"] == 0
+
+
+@pytest.mark.cocotb
+def test_interrupt_driven_run_equals_the_polling_one():
+    """``ahasd cosim --irq``: the CPU learns of each pending pre-verification order from
+    the interrupt instead of polling PREVERIFY_QUEUE_LEVEL; decisions and summary are the
+    same as polling's (and the golden run's). On the configuration where TVC orders
+    pre-verifications (module docstring): on the paper's platform it orders none."""
+    settings = RunSettings(
+        mode="ahasd", pair="opt-1.3b-6.7b", policy="adaedl", tokens=TOKENS, **PREVERIFYING
+    )
+    golden, golden_log = run_model(settings)
+    polling = _cosim(settings)
+    interrupts = _cosim(settings, irq=True)
+    assert first_divergence(polling["log"], interrupts["log"]) is None
+    assert first_divergence(golden_log, interrupts["log"]) is None
+    assert interrupts["summary"] == polling["summary"] == golden
+    # Each mode learned of every order its own way, and the interrupt had no other cause.
+    # An order is posted on each switch of the ranks to PREVERIFY; back-to-back passes
+    # share one switch, so there are at most as many orders as passes.
+    orders = interrupts["cosim"]["orders_posted"]
+    assert orders == polling["cosim"]["orders_posted"]
+    assert 0 < orders <= golden["preverify_passes"]
+    assert polling["cosim"]["polls"] >= orders
+    assert polling["cosim"]["interrupts"] == 0
+    assert interrupts["cosim"]["interrupts"] == orders
+    assert interrupts["cosim"]["polls"] == 0
+    assert interrupts["cosim"]["irq_other_causes"] == []
 
 
 @pytest.mark.cocotb

@@ -8,7 +8,11 @@ Traffic: a slowly drifting entropy regime (so buckets and PHT counters visit eve
 batches of 1..max tokens, full acceptance more likely at low entropy, partial acceptance
 otherwise; DRAFTs while EDC is full are presented for a few cycles (they must be refused)
 and then withdrawn; protocol errors (``VERIFY`` with nothing outstanding, ``DRAFT`` with
-``L == 0``) at a low rate; rare ``Hmax`` writes; idle cycles.
+``L == 0``) at a low rate; rare ``Hmax`` writes; idle cycles; and DRAFTs aimed at the bucket
+thresholds of spec 2.1 (``8*S == k*L*Hmax`` exactly, and ``S`` one step below or above), for
+every ``k``. Functional coverage (``harness/coverage.py``) counts those, the PHT counters
+saturating at both ends, LLR full, rollbacks and (with narrow counters) every event counter
+at its saturation value; a run that leaves a bin below its required count fails naming it.
 
 Checks:
 - every decision (continue, PHT counter, index, bucket) equals the golden model's, in order;
@@ -30,10 +34,12 @@ import math
 import os
 import time
 from collections import Counter, deque
+from math import gcd
 
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from harness.coverage import Coverage
 from harness.tb import params_from_env, report, reset, rng_from_env
 
 from ahasd.golden.edc import COUNTER_NAMES
@@ -46,6 +52,44 @@ STALL_EVENTS = int(os.environ.get("AHASD_STALL_EVENTS", "10000"))
 LATENCY_TARGET = 2
 
 
+THRESHOLD_RATE = 0.1  # DRAFTs aimed at a bucket threshold
+BUCKET_BINS = [f"8S {side} k*L*Hmax, k={k}" for k in range(1, 8) for side in ("<", "==", ">")]
+
+
+def coverage_bins(params: EDCParams, events: int) -> dict[str, int]:
+    """Every bin and its required count: each bucket threshold of spec 2.1 hit exactly, and
+    missed by one step of S on either side; the PHT counters saturating at both ends (in
+    ``predicted`` mode, where the trained entry is known before the event); LLR full; a
+    rollback; and each event counter at its saturation value when the run can reach it."""
+    bins = dict.fromkeys(BUCKET_BINS, 2)
+    bins |= {"LLR full, DRAFT refused": 3, "rollback": 3}
+    if params.update == "predicted":
+        bins |= {"PHT entry at its maximum, trained up": 3, "PHT entry at 0, trained down": 3}
+    stats_max = (1 << params.stats_bits) - 1
+    if stats_max < events // 20:
+        counters = ["drafts", "continues", "verifies", "rollbacks"]
+        if params.update == "predicted":
+            counters.append("suppressions")
+        bins |= {f"{name} saturated": 1 for name in counters}
+    return bins
+
+
+def bucket_bins(s: int, length: int, hmax: int) -> list[str]:
+    """The threshold bins a batch falls in: ``8*S`` equal to ``k*L*Hmax``, or ``S`` one step
+    below or above the smallest sum that reaches bucket ``k``."""
+    hits = []
+    for k in range(1, 8):
+        edge = k * length * hmax
+        first = -(-edge // 8)  # the smallest S with 8*S >= k*L*Hmax
+        if 8 * s == edge:
+            hits.append(f"8S == k*L*Hmax, k={k}")
+        elif s == first - 1:
+            hits.append(f"8S < k*L*Hmax, k={k}")
+        elif s == first + 1:
+            hits.append(f"8S > k*L*Hmax, k={k}")
+    return hits
+
+
 class Traffic:
     """Legal-ish random events for the golden model's current state."""
 
@@ -56,10 +100,24 @@ class Traffic:
         self.batches: deque[int] = deque()  # lengths of the outstanding batches, oldest first
         self.max_length = (1 << params.length_bits) - 1
         self.sum_max = (1 << params.sum_bits) - 1
+        self.thresholds = 0  # threshold DRAFTs so far
 
     def entropy_sum(self, length: int, hmax: int) -> int:
         mean = max(0.0, self.rng.gauss(self.regime, 0.15)) * hmax
         return min(self.sum_max, int(mean * length))
+
+    def at_threshold(self, hmax: int) -> tuple[int, int]:
+        """``(S, L)`` on a bucket threshold of spec 2.1 (``8*S == k*L*Hmax``, an ``L`` that
+        makes it an integer) or one step of ``S`` below or above it: the 21 cases in turn, so
+        that every bin fills at the same pace whatever the seed."""
+        rng = self.rng
+        k = 1 + self.thresholds % 7
+        side = (self.thresholds // 7) % 3 - 1
+        self.thresholds += 1
+        step = 8 // gcd(k * hmax, 8)  # L must be a multiple of it for 8*S == k*L*Hmax
+        length = step * rng.randrange(1, self.max_length // step + 1)
+        edge = k * length * hmax // 8
+        return min(self.sum_max, edge + side), length
 
     def next(self, golden: GoldenEDC) -> tuple[str, int, tuple]:
         """``(kind, bits, golden args)``; kind is "draft", "probe" (DRAFT while full) or
@@ -82,8 +140,11 @@ class Traffic:
         else:
             verify = rng.random() < 0.45
         if not verify:
-            length = 0 if rng.random() < 0.01 else rng.randrange(1, self.max_length + 1)
-            s = self.entropy_sum(length, golden.hmax)
+            if rng.random() < THRESHOLD_RATE:
+                s, length = self.at_threshold(golden.hmax)
+            else:
+                length = 0 if rng.random() < 0.01 else rng.randrange(1, self.max_length + 1)
+                s = self.entropy_sum(length, golden.hmax)
             return "draft", encode_draft(p, s, length), (s, length)
         length = self.batches[0] if self.batches else 1
         # Low-entropy regimes get their batches accepted more often (logistic).
@@ -128,7 +189,10 @@ async def run_random(dut, events: int, stall: float, label: str) -> None:
     params = params_from_env(EDCParams)
     rng = rng_from_env(f"edc-{label}")
     golden = GoldenEDC(params)
+    top = (1 << params.counter_bits) - 1
     traffic = Traffic(params, rng)
+    coverage = Coverage(f"edc.{label}", coverage_bins(params, events))
+    stats_max = (1 << params.stats_bits) - 1
     errors: list[str] = []
 
     def fail(message: str) -> None:
@@ -213,12 +277,15 @@ async def run_random(dut, events: int, stall: float, label: str) -> None:
             ready = int(i_ready.value)
             if kind == "probe":
                 refusals += 1
+                coverage.sample("LLR full, DRAFT refused")
                 if ready:
                     fail("a DRAFT was accepted while the golden model is full")
                 presenting = None if left == 1 else (kind, bits, args, left - 1)
             elif ready:
                 before = current_state
                 if kind == "draft":
+                    if args[1]:
+                        coverage.sample(*bucket_bins(*args, golden.hmax))
                     answer = golden.draft(*args)
                     if answer is not None:
                         index = golden.inflight[-1]
@@ -232,7 +299,23 @@ async def run_random(dut, events: int, stall: float, label: str) -> None:
                     elif args[1] != 0:
                         fail("the golden model refused a DRAFT the RTL took")
                 else:
+                    full, s_acc, n_acc = args
+                    if n_acc:
+                        coverage.sample(*bucket_bins(s_acc, n_acc, golden.hmax))
+                    if params.update == "predicted" and golden.inflight:
+                        entry = int(golden.pht[golden.inflight[0]])
+                        coverage.sample_if(
+                            [
+                                ("PHT entry at its maximum, trained up", full and entry == top),
+                                ("PHT entry at 0, trained down", not full and entry == 0),
+                            ]
+                        )
+                    if golden.llr and not full:
+                        coverage.sample("rollback")
                     golden.verify(*args)
+                for name, value in golden.counters.items():
+                    if value == stats_max and f"{name} saturated" in coverage.required:
+                        coverage.sample(f"{name} saturated")
                 traffic.accepted(kind, args, golden)
                 previous_state = before
                 current_state = golden_state(golden)
@@ -273,6 +356,9 @@ async def run_random(dut, events: int, stall: float, label: str) -> None:
         assert counters["suppressions"] == 0, counters
     assert refusals > 0
     assert golden.error
+    coverage.write()
+    report(dut, coverage.summary())
+    coverage.check()
     worst = max(latencies)
     if stall == 0.0:
         assert set(latencies) == {LATENCY_TARGET}, latencies

@@ -20,7 +20,10 @@ HERE = Path(__file__).parent
 
 PARAMS = {
     "default": EDCParams(),
-    "small_current": EDCParams(counter_bits=3, llr_bits=2, history_len=4, update="current"),
+    # 6-bit event counters: they saturate within the run (their coverage bins say so).
+    "small_current": EDCParams(
+        counter_bits=3, llr_bits=2, history_len=4, stats_bits=6, update="current"
+    ),
 }
 
 

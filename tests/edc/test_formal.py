@@ -1,4 +1,5 @@
-"""EDC, formal tier: properties over every input sequence (sby, bounded model check + cover).
+"""EDC, formal tier: properties over every input sequence (sby: bounded model check,
+k-induction, cover).
 
 The inputs (event stream, decision ready, Hmax writes) are left completely free: the block
 must keep its invariants whatever the CPU does, including stream-rule violations. Reset is
@@ -7,6 +8,12 @@ held low after the initial state (which is the reset state), so "past" values ar
 Small parameters keep the state space tractable and make the saturation corners reachable
 within the depth: 2-bit LLR (three outstanding batches), 2-bit PHT counters, 2-bit event
 counters, two history entries (PHT of 256 entries) and 2-bit lengths.
+
+:class:`Arithmetic` checks what each executed event computes against spec 2.1, written out
+again here: the bucket ``min(7, (8*S) // (L*Hmax))`` of every ``DRAFT`` and ``VERIFY``, the
+history shifts, LLR, the in-flight indices and the PHT entry each ``VERIFY`` trains (both
+``update`` modes); k-induction proves all but the bucket, whose bounded check is complete
+(see its test).
 """
 
 from __future__ import annotations
@@ -23,12 +30,13 @@ from amaranth.hdl import (
     Cover,
     Elaboratable,
     Module,
+    Mux,
     ResetSignal,
     Signal,
 )
 from harness.formal import check
 
-from ahasd.hw.edc import EDC
+from ahasd.hw.edc import EDC, EventKind
 from ahasd.params import EDCParams
 
 PARAMS = {
@@ -43,6 +51,7 @@ PROVE_PARAMS = {
     update: dataclasses.replace(params, llr_bits=1) for update, params in PARAMS.items()
 }
 BMC_DEPTH = 10
+ARITHMETIC_DEPTH = 4  # an event executes within three cycles of its acceptance
 PROVE_DEPTH = 1
 
 
@@ -165,6 +174,208 @@ class Properties(Elaboratable):
         return m
 
 
+def spec_bucket_holds(bucket, entropy_sum, length, hmax):
+    """Whether ``bucket == min(7, (8*S) // (L*Hmax))`` (spec 2.1), ``L*Hmax > 0``.
+
+    Stated through floor division's defining property, ``x // d >= k`` exactly when
+    ``k*d <= x``: so ``min(7, x // d) >= k`` exactly when ``k*d <= x``, for ``k = 1..7``. (The
+    other definition, ``q*d <= x < (q+1)*d`` with a free ``q``, is the same statement but a
+    multiplier-equivalence problem the solver does not finish at 16-bit ``Hmax``.)"""
+    scaled = entropy_sum * 8
+    step = length * hmax
+    return Cat(*((bucket >= k) == (k * step <= scaled) for k in range(1, 8))).all()
+
+
+class Arithmetic(Elaboratable):
+    """The EDC with free events; what each executed event computes, against spec 2.1.
+
+    The wrapper mirrors the event the block has taken (its fields and the ``Hmax`` of its
+    acceptance cycle), and in the cycle after the event executes compares the state with
+    the state before:
+
+    - ``DRAFT(S, L)``, ``L >= 1``: LEHT gained ``bucket(S, L)`` at index 0 and shifted the
+      rest one place older; LLR rose by one; LCEHT and the PHT did not move; the in-flight
+      queue gained the index ``{avg hi, avg lo, LLR}`` of the new LEHT and LLR;
+    - ``VERIFY(full, S_acc, n_acc)`` with LLR > 0: the PHT entry trained is the one the spec
+      names (``predicted``: the oldest in-flight batch's index; ``current``: the index of the
+      state after the event), by +1 (``full``) or -1, saturating, and no other entry moves;
+      LCEHT gained ``bucket(S_acc, n_acc)`` if ``n_acc > 0`` (``current``: became LEHT on a
+      full accept); a full accept lowered LLR by one and kept LEHT, a rejection restored
+      LEHT from the new LCEHT, cleared LLR and emptied the in-flight queue;
+    - a protocol error (``DRAFT`` with ``L == 0``, ``VERIFY`` with LLR == 0), and a cycle
+      that executed nothing, changes none of them.
+
+    Decisions are drained (``o.ready`` high), so an event executes in the cycle after its
+    acceptance or, behind a full output buffer, a cycle or two later; back-pressure is the
+    subject of the other properties and tiers. The block's in-flight queue is compared with
+    the wrapper's queue of spec indices in every cycle.
+    """
+
+    def __init__(self, params: EDCParams, which: str):
+        self.params = params
+        self.which = which
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        m.submodules.edc = edc = EDC(p)
+        m.d.comb += Assume(~ResetSignal())
+        for port in (edc.i.valid, edc.i.payload.as_value(), edc.hmax_w.valid, edc.hmax_w.payload):
+            m.d.comb += port.eq(AnySeq(len(port)))
+        m.d.comb += edc.o.ready.eq(1)
+
+        # The event taken and not yet executed (spec 2.1: L of a DRAFT and n_acc of a
+        # VERIFY share the length field, S and S_acc the entropy-sum field).
+        taken = edc.i.valid & edc.i.ready
+        head = edc.i.payload
+        waiting = Signal()
+        is_draft = Signal()
+        full = Signal()
+        entropy_sum = Signal(p.sum_bits)
+        length = Signal(p.length_bits)
+        hmax = Signal(16)
+        executes = waiting & (~is_draft | (length == 0) | edc.emitting)
+        with m.If(taken):
+            m.d.sync += [
+                waiting.eq(1),
+                is_draft.eq(head.kind == EventKind.DRAFT),
+                full.eq(head.payload.verify.full),
+                entropy_sum.eq(head.payload.draft.s),
+                length.eq(head.payload.draft.length),
+                hmax.eq(edc.hmax),
+            ]
+        with m.Elif(executes):
+            m.d.sync += waiting.eq(0)
+        # One event at a time: a new one is taken only as the waiting one executes, which
+        # happens within three cycles (the output buffer drains one decision a cycle).
+        m.d.comb += Assert(~taken | ~waiting | executes)
+        waited = Signal(2)
+        m.d.sync += waited.eq(Mux(waiting & ~executes, waited + 1, 0))
+        m.d.comb += Assert(waited != 3)
+        m.d.comb += Assert(~edc.emitting | (waiting & is_draft & (length != 0)))
+
+        # The executed event and the state of the cycle before, for this cycle's checks.
+        checking = Signal()
+        event = {
+            "draft": Signal(name="was_draft"),
+            "full": Signal(name="was_full"),
+            "sum": Signal(p.sum_bits, name="was_sum"),
+            "length": Signal(p.length_bits, name="was_length"),
+            "hmax": Signal(16, name="was_hmax"),
+        }
+        m.d.sync += [
+            checking.eq(executes),
+            event["draft"].eq(is_draft),
+            event["full"].eq(full),
+            event["sum"].eq(entropy_sum),
+            event["length"].eq(length),
+            event["hmax"].eq(hmax),
+        ]
+        old_llr = Signal.like(edc.llr)
+        old_leht = [Signal(3, name=f"old_leht{k}") for k in range(p.history_len)]
+        old_lceht = [Signal(3, name=f"old_lceht{k}") for k in range(p.history_len)]
+        m.d.sync += [
+            old_llr.eq(edc.llr),
+            *(o.eq(v) for o, v in zip(old_leht, edc.leht, strict=True)),
+            *(o.eq(v) for o, v in zip(old_lceht, edc.lceht, strict=True)),
+        ]
+        drafted = checking & event["draft"] & (event["length"] != 0)
+        verified = checking & ~event["draft"] & (old_llr != 0)
+
+        def same(new, old):
+            return [Assert(n == o) for n, o in zip(new, old, strict=True)]
+
+        def pushed(history, old, entropy_sum, length, hmax):
+            # The bucket (multiplications) and the rest are proved separately: together
+            # they take the solver several times as long.
+            if self.which == "bucket":
+                return [Assert(spec_bucket_holds(history[0], entropy_sum, length, hmax))]
+            return same(history[1:], old[:-1])
+
+        was = (event["sum"], event["length"], event["hmax"])
+
+        # The PHT through one free entry (whatever holds for any entry holds for all).
+        watched = Signal(p.index_bits)
+        m.d.comb += watched.eq(AnyConst(p.index_bits))
+        entry = Signal(p.counter_bits)
+        m.d.comb += entry.eq(Array(edc.pht)[watched])
+        old_entry = Signal.like(entry)
+        m.d.sync += old_entry.eq(entry)
+        counter_max = (1 << p.counter_bits) - 1
+        trained_value = Mux(
+            event["full"],
+            Mux(old_entry == counter_max, old_entry, old_entry + 1),
+            Mux(old_entry == 0, old_entry, old_entry - 1),
+        )
+
+        # The spec's in-flight queue (the index of every outstanding DRAFT, oldest first)
+        # after the events checked so far, and its view with this cycle's event applied.
+        slots = p.llr_max
+        queue = [Signal(p.index_bits, name=f"spec_inflight{k}") for k in range(slots)]
+        queue_len = Signal(range(slots + 1))
+        view = [Signal(p.index_bits, name=f"spec_inflight_view{k}") for k in range(slots)]
+        view_len = Signal(range(slots + 1))
+        index_now = spec_index(p, edc.leht, edc.llr)
+        m.d.comb += [*(v.eq(q) for v, q in zip(view, queue, strict=True)), view_len.eq(queue_len)]
+        with m.If(drafted):
+            m.d.comb += view_len.eq(queue_len + 1)
+            for k in range(slots):
+                with m.If(queue_len == k):
+                    m.d.comb += view[k].eq(index_now)
+        with m.If(verified & event["full"]):
+            m.d.comb += [*(v.eq(q) for v, q in zip(view, queue[1:], strict=False))]
+            m.d.comb += view_len.eq(queue_len - 1)
+        with m.If(verified & ~event["full"]):
+            m.d.comb += view_len.eq(0)
+        m.d.sync += [*(q.eq(v) for q, v in zip(queue, view, strict=True)), queue_len.eq(view_len)]
+        m.d.comb += Assert(edc.llr == view_len)
+        for k in range(slots):
+            with m.If(k < view_len):
+                m.d.comb += [Assert(edc.inflight_valid[k]), Assert(edc.inflight[k] == view[k])]
+            with m.Else():
+                m.d.comb += Assert(~edc.inflight_valid[k])
+
+        past_valid = Signal()  # the "before" registers hold a real cycle from step 1 on
+        m.d.sync += past_valid.eq(1)
+        with m.If(~past_valid):
+            pass
+        with m.Elif(drafted):
+            m.d.comb += [
+                *pushed(edc.leht, old_leht, *was),
+                *same(edc.lceht, old_lceht),
+                Assert(edc.llr == old_llr + 1),
+                Assert(entry == old_entry),
+            ]
+        with m.Elif(verified):
+            if p.update == "predicted":
+                trained = queue[0]
+                with m.If(event["length"] != 0):
+                    m.d.comb += pushed(edc.lceht, old_lceht, *was)
+                with m.Else():
+                    m.d.comb += same(edc.lceht, old_lceht)
+            else:
+                trained = index_now
+                with m.If(event["full"]):
+                    m.d.comb += same(edc.lceht, old_leht)
+                with m.Elif(event["length"] != 0):
+                    m.d.comb += pushed(edc.lceht, old_lceht, *was)
+                with m.Else():
+                    m.d.comb += same(edc.lceht, old_lceht)
+            with m.If(event["full"]):
+                m.d.comb += [Assert(edc.llr + 1 == old_llr), *same(edc.leht, old_leht)]
+            with m.Else():
+                m.d.comb += [Assert(edc.llr == 0), *same(edc.leht, edc.lceht)]
+            m.d.comb += Assert(entry == Mux(watched == trained, trained_value, old_entry))
+        with m.Else():
+            m.d.comb += [
+                *same(edc.leht, old_leht),
+                *same(edc.lceht, old_lceht),
+                Assert(edc.llr == old_llr),
+                Assert(entry == old_entry),
+            ]
+        return m
+
+
 @pytest.mark.formal
 @pytest.mark.parametrize("update", ["predicted", "current"])
 def test_llr_queue_and_decision_bmc(update):
@@ -187,3 +398,34 @@ def test_counters_stay_in_range_prove(update):
 def test_corners_are_reachable():
     design = Properties(PARAMS["predicted"])
     check(design, name="edc_cover", mode="cover", depth=BMC_DEPTH)
+
+
+@pytest.mark.formal
+@pytest.mark.parametrize("update", ["predicted", "current"])
+def test_histories_index_and_trained_entry_follow_the_spec_proved(update):
+    """k-induction over every state and event: the history shifts, LLR, the in-flight
+    indices {avg hi, avg lo, LLR} and the PHT entry each VERIFY trains, as spec 2.1 gives
+    them (bucket values apart: the next test)."""
+    check(
+        Arithmetic(PROVE_PARAMS[update], "state"),
+        name=f"edc_{update}_state_prove",
+        mode="prove",
+        depth=ARITHMETIC_DEPTH,
+        engine="smtbmc yices",
+    )
+
+
+@pytest.mark.formal
+def test_every_bucket_equals_the_spec_formula():
+    """The bucket of every DRAFT and VERIFY equals min(7, (8*S) // (L*Hmax)) for every S, L
+    and Hmax, so at every threshold 8*S == k*L*Hmax and on both sides of it. A bounded check
+    is complete here: the bucket is a function of the event's fields and Hmax alone, and
+    every combination is reachable within four steps of reset (an Hmax write, a DRAFT, a
+    VERIFY, the check); the k-induction proof of the same takes three minutes."""
+    check(
+        Arithmetic(PROVE_PARAMS["predicted"], "bucket"),
+        name="edc_bucket_bmc",
+        mode="bmc",
+        depth=ARITHMETIC_DEPTH,
+        engine="smtbmc yices",
+    )

@@ -40,11 +40,14 @@ def check(
     depth: int = 20,
     multiclock: bool = False,
     timeout_s: int = 600,
+    engine: str | None = None,
 ) -> None:
     """Run sby in ``mode`` (``bmc``, ``prove`` or ``cover``) on ``design`` to ``depth`` steps.
 
     ``multiclock`` enables sby's multiclock mode for designs with several clock domains
     (clocks then become free inputs the solver chooses, so every ratio is covered).
+    ``engine`` replaces the mode's default engine line (e.g. ``"smtbmc yices"`` for a proof
+    whose arithmetic z3 finds slow).
     """
     if mode not in ENGINES:
         raise ValueError(f"mode must be one of {sorted(ENGINES)}, not {mode!r}")
@@ -65,7 +68,7 @@ def check(
             *options,
             "",
             "[engines]",
-            ENGINES[mode],
+            engine or ENGINES[mode],
             "",
             "[script]",
             "read_rtlil design.il",

@@ -102,6 +102,33 @@ def test_non_positive_bandwidth_in_a_spec_file_names_file_and_field(tmp_path, ca
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('norm = { value = "layernorm"', 'norm = { value = "batchnorm"',
+         "opt-1.3b.toml: field 'norm': value must be one of layernorm, rmsnorm, not 'batchnorm'"),
+        ('activation = { value = "relu"', 'activation = { value = 3',
+         "opt-1.3b.toml: field 'activation': value must be one of relu, gelu, silu, not 3"),
+        ('activation = { value = "relu", source', 'activation = { value = "relu", sauce',
+         "opt-1.3b.toml: field 'activation': needs a 'source' string"),
+        ("\nnorm = ", "\nnormalisation = ",
+         "opt-1.3b.toml: field 'norm': required for a model"),
+    ],
+    ids=["unknown_norm", "activation_not_a_name", "no_source", "missing"],
+)  # fmt: skip
+def test_a_bad_model_operator_field_names_file_and_field(tmp_path, capsys, old, new, message):
+    text = (BUILTIN_SPEC_DIR / "models" / "opt-1.3b.toml").read_text()
+    assert text.count(old) == 1
+    spec_dir = tmp_path / "specs"
+    (spec_dir / "models").mkdir(parents=True)
+    (spec_dir / "models" / "opt-1.3b.toml").write_text(text.replace(old, new))
+    out = tmp_path / "out"
+    argv = ["simulate", "--mode", "npu-only", *BASE, "--spec-dir", str(spec_dir), "--out", str(out)]
+    assert main(argv) == 2
+    assert message in _error(capsys)
+    assert not out.exists()
+
+
 def test_a_user_spec_dir_overrides_a_device(tmp_path, capsys):
     text = (BUILTIN_SPEC_DIR / "devices" / "npu-mobile.toml").read_text()
     faster = _spec_dir_with(tmp_path, text.replace("value = 51.2e9", "value = 102.4e9"))

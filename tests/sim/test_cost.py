@@ -59,9 +59,15 @@ def test_without_aau_the_nonlinear_ops_cost_a_bus_round_trip():
     elements = 24 * (32 * 501 + 2 * 2048 + 8192) + 2048 + 50272
     assert without.nonlinear_elements == elements
     # Host path: CPU time + 4 B per element over the bus + 2 us per nonlinear operator
-    # (4 per layer + 2 final); AAU path: one element per cycle on 8 AAUs at 800 MHz.
+    # (4 per layer + 2 final). AAU path, on 8 AAUs at 800 MHz, each operator's cycles from
+    # docs/aau.md (passes * N + fixed): per layer 32 softmaxes of 501 keys (2 * 501 + 44),
+    # two LayerNorms of 2048 (2 * 2048 + 130) and a ReLU of 8192 (8192 + 10); then the
+    # final LayerNorm and the logits' STATS (50272 + 41).
+    per_layer = 32 * (2 * 501 + 44) + 2 * (2 * 2048 + 130) + (8192 + 10)
+    cycles = 24 * per_layer + (2 * 2048 + 130) + (50272 + 41)
+    assert cycles == 1_257_563
     host = elements / 2e9 + 4 * elements / (51.2e9 * 0.78) + (24 * 4 + 2) * 2e-6
-    aau = elements / (8 * 800e6)
+    aau = cycles / (8 * 800e6)
     assert without.seconds - with_aau.seconds == pytest.approx(host - aau, rel=1e-6)
     assert without.link_bytes == 4 * elements
 
@@ -79,7 +85,7 @@ def test_without_aau_the_nonlinear_ops_are_requests_to_the_npus_vector_unit():
     vector = elements / (8.2e12 * 0.75 / 4)
     link = 4 * elements / (51.2e9 * 0.78)
     npu_path = vector + link + (24 * 4 + 2) * 2e-6
-    aau = elements / (8 * 800e6)
+    aau = 1_257_563 / (8 * 800e6)  # the AAU cycles of the test above
     assert without.seconds - with_aau.seconds == pytest.approx(npu_path - aau, rel=1e-6)
     assert without.offload_device == "npu"
     assert without.offload_requests == 24 * 4 + 2
@@ -118,3 +124,24 @@ def test_every_spec_number_has_a_source_and_a_confidence():
             for name, sourced in spec.sources:
                 assert sourced.source.strip(), (spec.name, name)
                 assert sourced.confidence.strip(), (spec.name, name)
+
+
+def test_the_aau_charges_each_model_its_own_norm_and_activation():
+    # LLaMA2-7B: RMSNorm and SiLU, as in its spec file; the AAU energy follows its cycles.
+    model = LIB.model("llama2-7b")
+    assert (model.norm, model.activation) == ("rmsnorm", "silu")
+    assert (LIB.model("opt-6.7b").norm, LIB.model("opt-6.7b").activation) == ("layernorm", "relu")
+    pim = _executor("lpddr5-pim", share=0.5, aau=True)
+    cost = PassModel(pim, model)(1, 99)
+    # per layer 32 softmaxes of 100 keys, two RMSNorms of 4096, a SiLU of 11008; final
+    # RMSNorm and STATS over 32000
+    per_layer = 32 * (2 * 100 + 44) + 2 * (2 * 4096 + 130) + (11008 + 10)
+    cycles = 32 * per_layer + (2 * 4096 + 130) + (32000 + 41)
+    matrix_only = PassModel(pim, model).matrix_seconds(1, 99)
+    assert cost.seconds - matrix_only == pytest.approx(cycles / (8 * 800e6), rel=1e-9)
+    power = LIB.power_of("lpddr5-pim")
+    matrix_energy = cost.macs * power.pj_per_mac + cost.memory_bytes * (
+        power.pj_per_byte_memory + power.pj_per_byte_sram
+    )
+    aau_energy = cycles * power.pj_per_aau_element
+    assert cost.energy_j == pytest.approx((matrix_energy + aau_energy) * 1e-12, rel=1e-9)

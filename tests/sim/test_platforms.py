@@ -261,6 +261,8 @@ def test_a_spec_override_changes_the_number_it_names_and_nothing_else():
         ("devices.npu-mobile.eta_memory", 1.5, "'eta_memory': value must be at most 1"),
         ("devices.@tpu.clock_hz", 1e9, "unknown role @tpu"),
         ("models.opt-1.3b.ffn_matrices", 4, "'ffn_matrices': value must be 2 or 3"),
+        # a model's norm and activation are names in its file, not numbers to override
+        ("models.opt-1.3b.norm", 1, "unknown spec field 'models.opt-1.3b.norm'"),
     ],
 )
 def test_a_bad_spec_override_is_a_user_error(path, value, message):

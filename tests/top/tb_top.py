@@ -11,12 +11,14 @@ driver
     the scripted CPU on the register bus (presets first, then random reads and occasional
     writes and soft resets during the traffic), EDC events, TVC commands, the GTSU's
     ``want_draft`` level, the draft queue's writer, the ready of the EDC decisions, TVC
-    answers and the feedback and pre-verification queues' readers. ``npu``: the draft
+    answers and the feedback and pre-verification queues' readers. The CPU is a coroutine of
+    its own on the AXI4-Lite port (the library's ``RegisterPort``): it holds EDC events (and
+    TVC commands) while its access depends on them. ``npu``: the draft
     queue's reader (random stalls, random epoch bumps = rejections) and the feedback
     queue's writer. ``cpu``: the pre-verification queue's writer.
 monitor
     :class:`ahasd.hw.tb.top.ControllerTopMonitor`: every transfer and output of a domain in
-    one cycle.
+    one cycle, and the register access the AXI bridge hands the register file.
 model
     :class:`ahasd.golden.top.GoldenTop`. Per PIM cycle the scoreboard applies, in the model's
     order: the reads issued, the events and queue transfers taken at the edge, ``step``
@@ -25,10 +27,11 @@ model
 checker
     :class:`Scoreboard`: every EDC decision (all fields) and every TVC answer (``n`` and
     ``C_left``) in order, every entry out of every queue and every squash, the GTSU's outputs
-    in every cycle, and every register read. Reads of EDC registers are issued when the EDC
-    is quiet (no event taken in the previous cycle, none presented in this one) and reads of
-    TVC registers are compared when the TVC is idle: the golden EDC and TVC apply an event
-    at once, the RTL a few cycles later (``ahasd.golden.top``). Queue levels read through
+    in every cycle, every register access (read data, SLVERR) at the cycle the register file
+    takes it and again as the AXI response, and the interrupt output. Reads of EDC registers
+    and of the interrupt causes are compared when the EDC has settled (no event for 4
+    cycles), of TVC registers when the TVC has been idle for 3: the golden EDC and TVC apply
+    an event at once, the RTL a few cycles later (``ahasd.golden.top``). Queue levels read through
     the bus are compared with the level ports of the same cycle (the golden queues have no
     synchroniser lag). The test ends asserting that no error was seen and that nothing
     expected is left: no decision or answer outstanding, every golden queue empty.
@@ -55,6 +58,7 @@ from harness.tb import report, rng_from_env
 from ahasd.golden.queues import pack, unpack
 from ahasd.golden.top import GoldenTop
 from ahasd.hw.tb.checker import ErrorLog, InOrderChecker
+from ahasd.hw.tb.clocking import CycleClock
 from ahasd.hw.tb.top import (
     TABLE_CODES,
     ControllerTopDriver,
@@ -82,6 +86,9 @@ COUNTS = (
     "preverify_read",
     "reads_checked",
     "reads_unchecked",
+    "slverr",
+    "irq_checked",
+    "irq_high",
     "writes",
     "soft_resets",
     "refusals",
@@ -92,11 +99,25 @@ COUNTS = (
 
 
 def depends_on_edc(name: str) -> bool:
-    return name.startswith("EDC_") or name == "ERROR"
+    return name.startswith("EDC_") or name in ("ERROR", "IRQ_STATUS")
 
 
 def depends_on_tvc(name: str) -> bool:
-    return (name.startswith("TVC_") and name != "TVC_NCR") or name in ("ERROR", "STATUS")
+    return (name.startswith("TVC_") and name != "TVC_NCR") or name in (
+        "ERROR",
+        "STATUS",
+        "IRQ_STATUS",
+    )
+
+
+LEVELS = {
+    "DRAFT_QUEUE_LEVEL": "draft_w",
+    "FEEDBACK_QUEUE_LEVEL": "feedback_r",
+    "PREVERIFY_QUEUE_LEVEL": "preverify_r",
+}
+
+
+FILL_EVERY = 1500  # EDC events between two directed fills (see Stimulus.filling)
 
 
 @dataclass
@@ -126,7 +147,8 @@ class Scoreboard:
             name: InOrderChecker(f"{name} queue", self.errors)
             for name in ("draft", "feedback", "pre-verification")
         }
-        self.read_pending: tuple[str, int | None] | None = None
+        self.snapshot_checked: dict[str, bool] = {}  # 64-bit registers: low word checked
+        self.bus_answers: deque[tuple[int, bool]] = deque()  # (rdata, ok) per access taken
         self.switches_before_resets = 0  # GTSU switches counted before soft resets
         self.counts = dict.fromkeys(COUNTS, 0)
 
@@ -142,29 +164,54 @@ class Scoreboard:
             + c["preverify_written"]
         )
 
-    # reads
-    def issue_read(self, name: str, tvc_idle: bool, levels: dict[str, int]) -> None:
-        """A read of ``name`` is taken this cycle: what it must return next cycle."""
-        if name in levels:
-            self.counts["reads_checked"] += 1
-            expected = levels[name]
-        elif depends_on_tvc(name) and not tvc_idle:
+    # register accesses
+    def register_read(self, address: int, answer: tuple[int, bool], settled, levels) -> None:
+        """A read of the word at ``address`` taken this cycle, answered ``answer``."""
+        golden = self.golden
+        found = golden.regmap.at(address)
+        name = found[0].name if found else None
+        expected = golden.bus_read(address)  # always: it keeps the golden snapshots in step
+        _, ok = expected
+        if name in LEVELS:
+            expected = (levels[LEVELS[name]], True)
+        check = settled(name) if name else True
+        if found and found[0].buffer_reads:
+            if found[1] == 0:
+                self.snapshot_checked[name] = check
+            else:
+                check = check and self.snapshot_checked.get(name, False)
+        self.bus_answers.append((answer[0], not answer[1]))
+        if not check:
             self.counts["reads_unchecked"] += 1
-            expected = None
-        else:
-            self.counts["reads_checked"] += 1
-            expected = self.golden.reg_read(name)
-        self.read_pending = (name, expected)
-
-    def check_read(self, read_data: int | None) -> None:
-        if self.read_pending is None:
             return
-        name, expected = self.read_pending
-        self.read_pending = None
-        if read_data is None:
-            self.errors.add(f"no rvalid for the read of {name}")
-        elif expected is not None and read_data != expected:
-            self.errors.add(f"read {name}: RTL {read_data:#x}, golden {expected:#x}")
+        self.counts["reads_checked"] += 1
+        self.counts["slverr"] += not ok
+        if (answer[0], not answer[1]) != expected:
+            self.errors.add(
+                f"read {name or hex(address)}: RTL {answer[0]:#x} ok={not answer[1]}, "
+                f"golden {expected[0]:#x} ok={expected[1]}"
+            )
+
+    def register_write(self, address: int, data: int, strobe: int, error: bool) -> None:
+        """A write taken at this edge (after :meth:`edge`)."""
+        golden = self.golden
+        switches = golden.gtsu.switches
+        ok = golden.bus_write(address, data, strobe)
+        if golden.gtsu.switches < switches:  # a soft reset of the GTSU clears its count
+            self.switches_before_resets += switches
+        self.bus_answers.append((0, ok))
+        found = golden.regmap.at(address)
+        name = found[0].name if found else hex(address)
+        if ok == error:
+            self.errors.add(f"write {name}: RTL error={error}, golden ok={ok}")
+        self.counts["soft_resets" if name == "SOFT_RESET" else "writes"] += 1
+        self.counts["slverr"] += not ok
+
+    def check_irq(self, irq: bool) -> None:
+        self.counts["irq_checked"] += 1
+        self.counts["irq_high"] += irq
+        if irq != self.golden.irq:
+            self.errors.add(f"irq: RTL {irq}, golden {self.golden.irq} {self.golden.irq_status}")
 
     # the PIM side
     def check_gtsu(self, sample: PimCycle) -> None:
@@ -234,14 +281,6 @@ class Scoreboard:
     def edge(self, want_draft: int, want_preverify: bool) -> None:
         self.golden.step(want_draft, want_preverify)
 
-    def bus_write(self, name: str, value: int) -> None:
-        golden = self.golden
-        switches = golden.gtsu.switches
-        golden.reg_write(name, value)
-        if golden.gtsu.switches < switches:  # a soft reset of the GTSU clears its count
-            self.switches_before_resets += switches
-        self.counts["soft_resets" if name == "SOFT_RESET" else "writes"] += 1
-
     # the NPU and CPU sides
     def npu(self, sample: NpuCycle, epoch: int, feedback_entry: dict | None) -> None:
         golden = self.golden
@@ -299,20 +338,24 @@ class Stimulus:
         self.rng = rng_from_env("top-pim")
         self.cycle = 0
         self.stop = False  # no new traffic (drain)
-        self.script: deque | None = None  # bus accesses replacing the random ones
+        self.hold_edc = False  # the CPU's access depends on the EDC: no new event
+        self.hold_tvc = False  # ... on the TVC: no new command
+        self.tvc_idle_run = 0  # cycles the TVC has been idle in a row
         # Pending work.
         self.edc_event: EdcEvent | None = None
         self.tvc_cmd: tuple | None = None  # (op, args)
         self.draft_entry: dict | None = None
         self.feedback_entry: dict | None = None
         self.preverify_entry: dict | None = None
-        self.bus_write: tuple[str, int] | None = None
         self.last_edc_accept = -10
-        self.tvc_idle_before = False
-        self.next_soft_reset = 0  # set when the traffic starts
         # Traffic state.
         self.want_draft = 0
         self.edc_rate = 0.5
+        # Every FILL_EVERY EDC events the PIM drafts until the EDC is full and then probes
+        # it, so each seed sees refused DRAFTs (the random walk of the LLR may never reach
+        # full on its own).
+        self.edc_events_made = 0
+        self.filling = False
         self.decision_stall = 0.1
         self.answer_stall = 0.2
         self.preverify_take = 0.05
@@ -326,14 +369,14 @@ class Stimulus:
     def idle(self) -> bool:
         """Nothing presented and nothing expected (the drain is over on this side)."""
         pending = [self.edc_event, self.tvc_cmd, self.draft_entry, self.feedback_entry]
-        pending += [self.preverify_entry, self.bus_write]
+        pending += [self.preverify_entry]
         return (
             not any(pending)
             and not self.board.decisions.pending
             and not (self.board.answers.pending)
         )
 
-    # -- register traffic ------------------------------------------------------------------
+    # -- register traffic (the CPU coroutine, TB.cpu_loop) -----------------------------------
 
     def random_write(self) -> tuple[str, int]:
         rng, p = self.rng, self.p
@@ -349,61 +392,43 @@ class Stimulus:
             if rng.random() < 0.5:
                 return "GTSU_DLM_MASK", dlm
             return "GTSU_TLM_MASK", tlm & ~self.golden.gtsu.dlm_mask
-        if roll < 0.55:
+        if roll < 0.5:
             return rng.choice(["GTSU_T_OFF", "GTSU_T_ON"]), rng.choice(
                 [0, 0, 1, 2, *(rng.randrange(3, 40) for _ in range(5)), rng.randrange(1 << 32)]
             )
-        if roll < 0.7:
+        if roll < 0.6:
             return "EDC_HMAX", 0 if rng.random() < 0.05 else rng.randrange(8000, 65536)
-        if roll < 0.8:
+        if roll < 0.7:
             return "TVC_N_MAX", rng.choice([rng.randrange(0, 17), rng.randrange(1 << 32)])
+        if roll < 0.8:
+            return "IRQ_ENABLE", rng.randrange(32)
         table = rng.choice(list(TABLE_CODES))
-        return f"TVC_{table.upper()}_{rng.randrange(p.tvc.depth)}", self.ratio(table)
+        return f"TVC_{table.upper()}[{rng.randrange(p.tvc.depth)}]", self.ratio(table)
 
     def ratio(self, table: str) -> int:
-        """A plausible UQ24.8 table entry (cycles per token)."""
+        """A plausible table entry (cycles per token, UQ.8), sometimes past 32 bits."""
         low, high = {"nvct": (4, 40), "pdct": (30, 200), "pvct": (60, 400)}[table]
+        if self.rng.random() < 0.1:
+            return self.rng.randrange(1 << self.p.tvc.ratio_bits)
         return self.rng.randrange(low << 8, high << 8)
 
-    def choose_bus_access(self) -> tuple[str, str, int] | None:
-        """("read", name, 0), ("write", name, value) or None."""
-        if self.script is not None:
-            return self.script.popleft() if self.script else None
-        rng = self.rng
-        if self.bus_write is not None:
-            return None
-        roll = rng.random()
-        if roll < 0.004 and not self.stop:
-            return ("write", *self.random_write())
-        if self.cycle >= self.next_soft_reset and not self.stop and self.can_soft_reset():
-            # Maintenance: the CPU resets some blocks (clearing their sticky errors).
-            self.next_soft_reset = self.cycle + rng.randrange(2000, 5000)
-            return ("write", "SOFT_RESET", rng.randrange(1, 8))
-        if roll < 0.25:
-            reg = rng.choice(self.readable)
-            if depends_on_edc(reg) and not self.edc_quiet():
-                return None
-            return ("read", reg, 0)
-        return None
-
-    def edc_quiet(self) -> bool:
-        """The RTL EDC has executed every event taken: none taken at the last edge, none
-        presented now, and no decision outstanding (a DRAFT can wait in the EDC's stage 1
-        for room in its decision buffer; once its decision has been taken it has executed;
-        a VERIFY never waits)."""
+    def edc_settled(self) -> bool:
+        """The RTL EDC has executed every event and its flags and causes have followed: none
+        presented, no decision outstanding, the last one taken 4 or more cycles ago."""
         return (
             self.edc_event is None
-            and self.last_edc_accept != self.cycle - 1
+            and self.last_edc_accept < self.cycle - 3
             and not self.board.decisions.pending
         )
 
-    def can_soft_reset(self) -> bool:
-        return (
-            self.edc_quiet()
-            and self.tvc_cmd is None
-            and self.tvc_idle_before
-            and not self.board.answers.pending
-        )
+    def tvc_settled(self) -> bool:
+        return self.tvc_cmd is None and self.tvc_idle_run >= 3 and not self.board.answers.pending
+
+    def settled(self, name: str) -> bool:
+        """Whether a read of ``name`` now can be compared with the golden controller."""
+        if depends_on_edc(name) and not self.edc_settled():
+            return False
+        return not (depends_on_tvc(name) and not self.tvc_settled())
 
     # -- traffic generators ----------------------------------------------------------------
 
@@ -413,13 +438,17 @@ class Stimulus:
         hmax = golden.edc.hmax
         llr = golden.edc.llr
         full = golden.edc_refuses_draft()
-        if full and rng.random() < 0.2:
+        self.edc_events_made += 1
+        if self.edc_events_made % FILL_EVERY == 0:
+            self.filling = True
+        if full and (self.filling or rng.random() < 0.5) and self.edc_settled():
+            self.filling = False
             # A DRAFT against a full EDC: it must be refused for a few cycles (then it is
             # withdrawn and the VERIFY that frees a slot goes first).
             length = rng.randrange(1, max_length + 1)
             return EdcEvent("draft", (0, length), edc.draft_bits(0, length), rng.randrange(1, 5))
         verify_share = 0.2 + 0.6 * llr / p.llr_max
-        if full or rng.random() < verify_share:
+        if not self.filling and (full or rng.random() < verify_share):
             if llr == 0 and rng.random() < 0.9:
                 pass  # mostly avoid the protocol error; draft instead
             else:
@@ -472,29 +501,17 @@ class Stimulus:
 
     # -- one PIM cycle ---------------------------------------------------------------------
 
-    def drive_pim(self) -> str | None:
-        """Drive every PIM-side input for this cycle (after the falling edge); returns the
-        register read presented in it, if any."""
+    def drive_pim(self) -> None:
+        """Drive every PIM-side input but the AXI port for this cycle (after the falling
+        edge)."""
         rng, d = self.rng, self.driver
-        access = self.choose_bus_access() if self.bus_write is None else None
-        hold_edc = access is not None and (access[1] == "SOFT_RESET" or depends_on_edc(access[1]))
-        hold_tvc = access is not None and access[1] == "SOFT_RESET"
-        reading = None
-        if access is not None and access[0] == "write":
-            self.bus_write = (access[1], access[2])
-        elif access is not None:
-            reading = access[1]
-        if self.bus_write is not None:
-            d.bus.drive_write(*self.bus_write)
-        elif reading is not None:
-            d.bus.drive_read(reading)
-        else:
-            d.bus.idle()
-
+        hold_edc, hold_tvc = self.hold_edc, self.hold_tvc
         if self.edc_event is None and not hold_edc and not self.stop:
             if rng.random() < 0.002:
                 self.edc_rate = rng.choice([0.1, 0.5, 0.9])
-            if rng.random() < self.edc_rate:
+            if self.filling and self.golden.edc_refuses_draft() and not self.edc_settled():
+                pass  # full: wait until it settles, so the probe's refusals can be checked
+            elif rng.random() < self.edc_rate:
                 self.edc_event = self.new_edc_event()
         if self.edc_event is not None:
             d.edc.event.present(self.edc_event.bits)
@@ -528,21 +545,24 @@ class Stimulus:
             self.preverify_take = rng.choice([0.01, 0.05, 0.3])
         preverify_ready = int(self.stop or rng.random() < self.preverify_take)
         d.queues.preverify_r.accept(preverify_ready)
-        return reading
 
-    def pim_taken(self, sample: PimCycle, reading: str | None) -> None:
+    def pim_taken(self, sample: PimCycle) -> None:
         """Apply this cycle's transfers (sampled in ``ReadOnly``) to the scoreboard, then
-        the edge and the bus write taken at it."""
+        the edge and the register write taken at it."""
         board, golden, d = self.board, self.golden, self.driver
-        board.check_read(sample.read_data)
-        if reading is not None:
-            levels = {
-                "DRAFT_QUEUE_LEVEL": d.queues.level("draft_w"),
-                "FEEDBACK_QUEUE_LEVEL": d.queues.level("feedback_r"),
-                "PREVERIFY_QUEUE_LEVEL": d.queues.level("preverify_r"),
-            }
-            board.issue_read(reading, sample.tvc_ready, levels)
+        if self.edc_settled() and self.tvc_settled():
+            board.check_irq(sample.irq)
+        access = sample.access
+        if access is not None and not access[0]:
+            levels = {port: d.queues.level(port) for port in LEVELS.values()}
+            board.register_read(access[1] << 2, sample.access_answer, self.settled, levels)
         board.check_gtsu(sample)
+        if (
+            self.edc_event is not None
+            and self.edc_event.kind == "draft"
+            and sample.edc_event is None
+        ):
+            golden.edc_draft_held()
 
         event = self.edc_event
         if event is not None:
@@ -562,9 +582,11 @@ class Stimulus:
         if self.tvc_cmd is not None and sample.tvc_command is not None:
             board.tvc_command(*self.tvc_cmd)
             self.tvc_cmd = None
-            self.tvc_idle_before = False
+            self.tvc_idle_run = 0
+        elif sample.tvc_ready and not self.board.answers.pending:
+            self.tvc_idle_run += 1
         else:
-            self.tvc_idle_before = sample.tvc_ready and self.bus_write is None
+            self.tvc_idle_run = 0
         if sample.tvc_answer is not None:
             board.tvc_answer(d.tvc.decode_answer(sample.tvc_answer))
 
@@ -578,11 +600,10 @@ class Stimulus:
             board.preverify_read(sample.preverify_read)
 
         board.edge(self.want_draft, sample.want_preverify)
-        if self.bus_write is not None and sample.bus_ready:
-            board.bus_write(*self.bus_write)
-            if self.bus_write[0] == "SOFT_RESET":
-                self.tvc_idle_before = False
-            self.bus_write = None
+        if access is not None and access[0]:
+            board.register_write(access[1] << 2, access[2], access[3], sample.access_answer[1])
+            if golden.regmap.at(access[1] << 2) == (golden.regmap.get("SOFT_RESET"), 0):
+                self.tvc_idle_run = 0
         self.cycle += 1
 
     # -- the NPU and CPU sides -------------------------------------------------------------
@@ -645,9 +666,10 @@ class Stimulus:
         p, rng = self.p, self.rng
         script = [("read", name, 0) for name in self.readable]
         script += [("write", "EDC_HMAX", 0), ("read", "ERROR", 0), ("write", "SOFT_RESET", 1)]
+        script += [("read", "IRQ_STATUS", 0), ("write", "IRQ_STATUS", 0b11111)]
         for table in TABLE_CODES:
             for index in range(p.tvc.depth):
-                script.append(("write", f"TVC_{table.upper()}_{index}", self.ratio(table)))
+                script.append(("write", f"TVC_{table.upper()}[{index}]", self.ratio(table)))
         half = p.gtsu.ranks // 2
         script += [
             ("write", "TVC_N_MAX", 6),
@@ -656,6 +678,7 @@ class Stimulus:
             ("write", "GTSU_TLM_MASK", rng.randrange(1, 1 << (p.gtsu.ranks - half)) << half),
             ("write", "GTSU_T_OFF", rng.randrange(1, 20)),
             ("write", "GTSU_T_ON", rng.randrange(1, 40)),
+            ("write", "IRQ_ENABLE", 0b11111),
         ]
         script += [("read", name, 0) for name in self.readable]
         return script
@@ -670,6 +693,9 @@ class TB:
         self.monitor = ControllerTopMonitor(self.driver)
         self.board = Scoreboard(params, lambda: f"pim cycle {self.stimulus.cycle}")
         self.stimulus = Stimulus(self.driver, self.board)
+        self.clock = CycleClock(dut.pim_clk)
+        self.script_done = False
+        self.cpu_done = False
 
     async def start(self) -> None:
         self.driver.start_clocks(PERIODS_PS)
@@ -682,9 +708,9 @@ class TB:
     async def pim_loop(self) -> None:
         while True:
             await FallingEdge(self.dut.pim_clk)
-            reading = self.stimulus.drive_pim()
+            self.stimulus.drive_pim()
             await ReadOnly()
-            self.stimulus.pim_taken(self.monitor.pim(), reading)
+            self.stimulus.pim_taken(self.monitor.pim())
 
     async def npu_loop(self) -> None:
         rng = rng_from_env("top-npu")
@@ -702,15 +728,88 @@ class TB:
             await ReadOnly()
             self.stimulus.cpu_taken(self.monitor.cpu())
 
-    async def run_script(self, accesses: list[tuple[str, str, int]], *, then_random: bool) -> None:
-        """Bus accesses, one per cycle, instead of the random ones, until all are done; then
-        random accesses again if ``then_random``, else none."""
+    # -- the CPU on the AXI4-Lite port ------------------------------------------------------
+
+    async def _settle(self, edc: bool, tvc: bool) -> None:
+        """Hold new EDC events / TVC commands and wait until those blocks have settled."""
         stimulus = self.stimulus
-        stimulus.script = deque(accesses)
-        while stimulus.script or stimulus.bus_write is not None or self.board.read_pending:
-            await FallingEdge(self.dut.pim_clk)
-        if then_random:
-            stimulus.script = None
+        stimulus.hold_edc, stimulus.hold_tvc = edc, tvc
+        for _ in range(20000):
+            if (not edc or stimulus.edc_settled()) and (not tvc or stimulus.tvc_settled()):
+                return
+            await self.clock.next()
+        raise AssertionError("the blocks never settled for a register access")
+
+    async def _check_answer(self, data: int, response: int, what: str) -> None:
+        board = self.board
+        if not board.bus_answers:
+            board.errors.add(f"{what}: an AXI response without a register access")
+            return
+        rdata, ok = board.bus_answers.popleft()
+        if (data, response) != (rdata if ok else 0, 0 if ok else 2):
+            board.errors.add(
+                f"{what}: AXI answered {data:#x}/{response}, the register file {rdata:#x}/{ok}"
+            )
+
+    async def access(self, kind: str, name: str, value: int = 0, strobe: int = 0xF) -> None:
+        """One register access of the CPU (a 64-bit register: its words, low first), holding
+        the blocks it depends on; SOFT_RESET and IRQ_STATUS writes wait for them to settle."""
+        bus, regmap = self.driver.bus, self.board.golden.regmap
+        reg = regmap.get(name) if isinstance(name, str) else None
+        addresses = reg.word_addresses if reg else (name,)
+        label = reg.name if reg else hex(name)
+        if kind == "write" and label in ("SOFT_RESET", "IRQ_STATUS"):
+            await self._settle(edc=True, tvc=True)
+        elif kind == "read" and self.stimulus.rng.random() < 0.8:
+            # Mostly let the blocks it shows settle first, so that the read can be compared.
+            await self._settle(edc=depends_on_edc(label), tvc=depends_on_tvc(label))
+        else:
+            self.stimulus.hold_edc = depends_on_edc(label)
+        for word, address in enumerate(addresses):
+            if kind == "read":
+                data, response = await bus.read_word(self.clock, address, 20000)
+            else:
+                data = (value >> (32 * word)) & 0xFFFF_FFFF
+                response = await bus.write_word(self.clock, address, data, 20000, strobe)
+                data = 0
+            await self._check_answer(data, response, f"{kind} {label}")
+        self.stimulus.hold_edc = self.stimulus.hold_tvc = False
+
+    async def random_access(self) -> None:
+        rng, stimulus = self.stimulus.rng, self.stimulus
+        roll = rng.random()
+        if roll < 0.03:
+            name, value = stimulus.random_write()
+            await self.access("write", name, value, rng.choice([0xF, 0xF, 0xF, rng.randrange(16)]))
+        elif roll < 0.04:
+            # A wide register's words out of the rule's order, or a high word alone.
+            reg = self.board.golden.regmap.get(rng.choice(["TVC_NVCT[0]", "TVC_PVCT[1]"]))
+            address = rng.choice(reg.word_addresses)
+            await self.access("write", address, rng.randrange(1 << 32), rng.randrange(16))
+        elif roll < 0.045:
+            await self.access("write", "IRQ_STATUS", rng.randrange(32))
+        elif roll < 0.047:
+            await self.access("write", "SOFT_RESET", rng.randrange(1, 8))
+        elif roll < 0.06:
+            # Refused: an unmapped word, a write to a read-only register.
+            if rng.random() < 0.5:
+                await self.access("read", rng.choice([0x01C, 0x084, 0x620, 0xFFC]))
+            else:
+                await self.access("write", rng.choice(["ID", "EDC_LLR", "TVC_NCR"]), 1)
+        else:
+            await self.access("read", rng.choice(stimulus.readable))
+
+    async def register_loop(self, script: list[tuple[str, str, int]]) -> None:
+        """The presets (``script``), then random accesses until the traffic stops."""
+        for kind, name, value in script:
+            await self.access(kind, name, value)
+        self.script_done = True
+        while self.stimulus.stop:  # until the test starts the traffic
+            await self.clock.next()
+        while not self.stimulus.stop:
+            await self.random_access()
+            await self.clock.next(self.stimulus.rng.choice([0, 0, 1, 3, 10]) or 1)
+        self.cpu_done = True
 
 
 @cocotb.test(timeout_time=600, timeout_unit="ms")
@@ -723,16 +822,19 @@ async def integration(dut):
     started = time.perf_counter()
     cocotb.start_soon(tb.pim_loop())
     stimulus.stop = True  # no traffic while presetting
-    await tb.run_script(stimulus.preset_script(), then_random=True)
+    cocotb.start_soon(tb.register_loop(stimulus.preset_script()))
+    while not tb.script_done:
+        await FallingEdge(dut.pim_clk)
     stimulus.stop = False
     assert not board.errors, "preset phase:\n" + "\n".join(board.errors.messages)
-    stimulus.next_soft_reset = stimulus.cycle + 2000
     cocotb.start_soon(tb.npu_loop())
     cocotb.start_soon(tb.cpu_loop())
     while board.events < EVENTS and not board.errors:
         await FallingEdge(dut.pim_clk)
     # Drain: no new traffic, every sink ready; the NPU reader squashes what is stale.
     stimulus.stop = True
+    while not tb.cpu_done:
+        await FallingEdge(dut.pim_clk)
     for _ in range(20000):
         await FallingEdge(dut.pim_clk)
         levels = [golden.draft_queue.level, golden.feedback_queue.level]
@@ -742,7 +844,8 @@ async def integration(dut):
     for _ in range(16):
         await FallingEdge(dut.pim_clk)
     # Final register check, everything quiet (the traffic stays stopped).
-    await tb.run_script([("read", name, 0) for name in stimulus.readable], then_random=False)
+    for name in stimulus.readable:
+        await tb.access("read", name)
     await FallingEdge(dut.pim_clk)
     wall = time.perf_counter() - started
 
@@ -759,6 +862,8 @@ async def integration(dut):
         "soft_resets": 3,  # the preset's and some during the traffic
         "preverify_cycles": 1,
         "reads_checked": 1000,
+        "slverr": 10,
+        "irq_high": 100,
     }
     too_few = {name: c[name] for name, low in minimums.items() if c[name] < low}
     assert not too_few, f"traffic too thin: {too_few} (all counts: {c})"
@@ -771,7 +876,8 @@ async def integration(dut):
         f"in {stimulus.cycle} pim cycles, {wall:.1f} s wall = {board.events / wall:.0f} "
         f"events/s, {stimulus.cycle / wall:.0f} pim cycles/s; {c['decisions']} decisions, "
         f"{c['answers']} answers ({c['nonzero_answers']} nonzero), {c['reads_checked']} reads "
-        f"checked ({c['reads_unchecked']} skipped: TVC busy), {c['writes']} writes, "
+        f"checked ({c['reads_unchecked']} skipped: EDC or TVC busy), {c['slverr']} SLVERR, "
+        f"{c['irq_checked']} cycles of irq checked ({c['irq_high']} high), {c['writes']} writes, "
         f"{c['soft_resets']} soft resets, {c['refusals']} refused DRAFT cycles, "
         f"{c['squashed']} squashed drafts, {switches} GTSU switches",
     )

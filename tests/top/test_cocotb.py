@@ -1,4 +1,5 @@
-"""Controller top, cocotb tier: the integration test (tb_top.py) on the generated Verilog.
+"""Controller top, cocotb tier: the integration test (tb_top.py) and the register walk
+(tb_registers.py) on the generated Verilog.
 
 Two seeds: ``AHASD_SEED`` (or a fresh random seed, printed) and that seed plus one. Each run
 drives at least 20,000 events (``AHASD_EVENTS`` overrides) through the top and checks them
@@ -28,3 +29,8 @@ def test_top_integration_against_golden(offset):
         test_dir=HERE,
         seed=choose_seed() + offset,
     )
+
+
+@pytest.mark.cocotb
+def test_register_walk_through_the_axi_port():
+    run_block_cocotb("top", TopParams(), test_module="tb_registers", test_dir=HERE)

@@ -6,7 +6,12 @@ and ``ans.ready`` after the falling edge, then samples in ``ReadOnly`` (see
 ``length == 0``), ``NPU_START``/``NPU_DONE`` and ``ASK`` with log-uniform values so that every
 outcome occurs (no NPU task, no room, empty PVCT, clamp, quotient, saturated quotient).
 Commands are often presented while the block is busy (they must wait, not vanish), writes
-collide with commands, and the answer port stalls at random.
+collide with commands, and the answer port stalls at random. Directed sequences, spread over
+the run, aim at the corners random values rarely reach: an ``ASK`` accepted in the very cycle
+its ``C_left`` is -1, 0 and +1 (with ``sum(PVCT)`` zero and not), a saturated ``C_npu``, a
+``LEARN`` that saturates and one with ``length == 0``. Functional coverage
+(``harness/coverage.py``) counts those bins and every answer outcome; a run that leaves a
+bin below its required count fails naming it.
 
 Every accepted write and command is applied to ``ahasd.golden.tvc.TVC`` at its acceptance
 cycle, in acceptance order. Checked: each answer (``n`` and ``C_left``) against the golden
@@ -31,6 +36,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
+from harness.coverage import Coverage
 from harness.tb import params_from_env, report, rng_from_env
 
 from ahasd.golden.tvc import TABLES
@@ -42,6 +48,47 @@ COMMANDS = int(os.environ.get("AHASD_COMMANDS", "50000"))
 LATENCY_TARGET = 40
 CLOCK_NS = 10
 TABLE_OF_NAME = {"nvct": Table.NVCT, "pdct": Table.PDCT, "pvct": Table.PVCT}
+
+
+SCENARIO_REPEATS = 4  # each directed scenario per run
+C_LEFT_BINS = [
+    f"C_left {c_left:+d}, sum(PVCT) {pvct}" for c_left in (-1, 0, 1) for pvct in ("zero", "nonzero")
+]
+
+
+def directed_scenarios(params: TVCParams) -> list[tuple]:
+    """``("ask", C_left, PVCT empty?)`` for C_left in {-1, 0, 1}; ``("learn", length)``: a
+    LEARN with length 0 (the protocol error) and one that saturates (when it can); and an
+    ASK whose C_npu saturates (NVCT full, the longest KV cache)."""
+    scenarios = [("ask", c_left, zero) for c_left in (-1, 0, 1) for zero in (True, False)]
+    scenarios += [("learn", 0), ("c_npu saturated",)]
+    if params.cycle_bits + params.frac_bits > params.ratio_bits:
+        scenarios.append(("learn", 1))
+    return scenarios
+
+
+def coverage_bins(params: TVCParams) -> dict[str, int]:
+    """Every bin and its required count: the C_left boundary of spec 2.2 (-1, 0, +1, with
+    sum(PVCT) zero and not), every answer outcome, LEARN (plain, saturated at the table's
+    largest entry, length 0) and C_npu saturated at 2**cycle_bits - 1."""
+    bins = dict.fromkeys(C_LEFT_BINS, SCENARIO_REPEATS)
+    bins |= dict.fromkeys(
+        [
+            "ask: no NPU task",
+            "ask: C_left <= 0",
+            "ask: sum(PVCT) == 0",
+            "ask: quotient saturated",
+            "ask: quotient decides",
+            "ask: min(P, N_max) decides",
+            "learn",
+        ],
+        3,
+    )
+    bins["C_npu saturated"] = SCENARIO_REPEATS
+    bins["learn error"] = SCENARIO_REPEATS
+    if params.cycle_bits + params.frac_bits > params.ratio_bits:  # else it cannot saturate
+        bins["learn saturated"] = SCENARIO_REPEATS
+    return bins
 
 
 class Packer:
@@ -150,6 +197,8 @@ class TB:
         self.cycle = 0
         self.history: deque[tuple[int, tuple]] = deque(maxlen=32)
         self.read_slots = [(t, i) for t in TABLES for i in range(params.depth)] + [("n_max", 0)]
+        self.script: deque[tuple] = deque()  # a directed sequence in progress (see scenario)
+        self.coverage = Coverage("tvc", coverage_bins(params))
 
     def error(self, message: str) -> None:
         if not self.errors:  # the story so far, for the first error
@@ -193,6 +242,8 @@ class TB:
                 and (cycles << self.params.frac_bits) // length >= 1 << self.params.ratio_bits
             ):
                 self.outcomes["learn saturated"] += 1
+                self.coverage.sample("learn saturated")
+            self.coverage.sample("learn error" if length == 0 else "learn")
             return None
         if kind == "npu_start":
             golden.npu_start(item[1], cycle)
@@ -203,7 +254,14 @@ class TB:
         p = item[1]
         terms = golden.terms(p, cycle)
         n = golden.ask(p, cycle)
-        self.outcomes[self.classify(terms)] += 1
+        outcome = self.classify(terms)
+        self.outcomes[outcome] += 1
+        self.coverage.sample(outcome)
+        if terms["busy"] and -1 <= terms["C_left"] <= 1:
+            pvct = "zero" if terms["sum_PVCT"] == 0 else "nonzero"
+            self.coverage.sample(f"C_left {terms['C_left']:+d}, sum(PVCT) {pvct}")
+        if terms["C_npu_unsaturated"] > terms["C_npu"]:
+            self.coverage.sample("C_npu saturated")
         return {"n": n, "c_left": terms["C_left"], "terms": terms}
 
     def classify(self, terms: dict) -> str:
@@ -257,11 +315,18 @@ class TB:
         slot = self.read_slots[0]
         # Traffic phases change the pressure: back-to-back, sparse, slow answer reader.
         idle, stall, write_rate = 0.0, 0.2, 0.05
+        # Directed sequences, spread evenly over the run, aim at the corners that random
+        # values reach rarely or never (the coverage bins): each scenario several times.
+        scenarios = [*directed_scenarios(self.params)] * SCENARIO_REPEATS
+        self.traffic.rng.shuffle(scenarios)
+        spacing = max(1, commands // (len(scenarios) + 1))
+        next_scenario = spacing
         while (
             commands_accepted < commands
             or pending_ask
             or pending_learn is not None
             or wr_item is not None
+            or self.script
         ):
             await FallingEdge(dut.clk)
             self.cycle = self.cycle_now()
@@ -269,17 +334,24 @@ class TB:
                 idle = rng.choice([0.0, 0.0, 0.3, 0.9])
                 stall = rng.choice([0.0, 0.2, 0.7])
                 write_rate = rng.choice([0.0, 0.05, 0.3])
+            quiet = pending_ask is None and pending_learn is None
+            if scenarios and commands_accepted >= next_scenario and quiet and not self.script:
+                self.script.extend(self.scenario(scenarios.pop()))
+                next_scenario += spacing
             # Items taken at the last edge are gone; the others stay presented (stream rule).
-            if cmd_item is None:
-                if commands_accepted < commands and rng.random() >= idle:
-                    cmd_item = self.traffic.command()
-                    dut.cmd__payload.value = self.pack(cmd_item, "cmd")
-                dut.cmd__valid.value = int(cmd_item is not None)
-            if wr_item is None:
-                if commands_accepted < commands and rng.random() < write_rate:
-                    wr_item = self.traffic.write()
-                    dut.wr__payload.value = self.pack(wr_item, "wr")
-                dut.wr__valid.value = int(wr_item is not None)
+            if self.script:
+                cmd_item, wr_item = self.scripted(cmd_item, wr_item, quiet)
+            else:
+                if cmd_item is None:
+                    if commands_accepted < commands and rng.random() >= idle:
+                        cmd_item = self.traffic.command()
+                        dut.cmd__payload.value = self.pack(cmd_item, "cmd")
+                    dut.cmd__valid.value = int(cmd_item is not None)
+                if wr_item is None:
+                    if commands_accepted < commands and rng.random() < write_rate:
+                        wr_item = self.traffic.write()
+                        dut.wr__payload.value = self.pack(wr_item, "wr")
+                    dut.wr__valid.value = int(wr_item is not None)
             ans_ready = rng.random() >= stall
             dut.ans__ready.value = int(ans_ready)
             name, index = slot
@@ -351,6 +423,67 @@ class TB:
                 elif pending_ask[2] is None:
                     await RisingEdge(dut.ans__valid)
 
+    def scenario(self, name: tuple) -> list[tuple]:
+        """The steps of a directed scenario: ``("wr", item)``, ``("cmd", item)`` or
+        ``("ask_at", C_left, P)`` (an ``ASK(P)`` accepted in the cycle its ``C_left`` is
+        exactly the target, found from the golden model as NCR counts)."""
+        p, rng = self.params, self.traffic.rng
+        kind = name[0]
+        if kind == "learn":
+            _, length = name
+            cycles = (1 << p.cycle_bits) - 1 if length else rng.randrange(1 << p.cycle_bits)
+            return [("cmd", ("learn", rng.choice(TABLES), cycles, length))]
+        if kind == "c_npu saturated":
+            largest = (1 << p.ratio_bits) - 1
+            steps = [("wr", ("write", "nvct", i, largest)) for i in range(p.depth)]
+            return [
+                *steps,
+                ("cmd", ("npu_start", (1 << p.length_bits) - 1)),
+                ("cmd", ("ask", rng.randrange(16))),
+            ]
+        _, target, pvct_zero = name
+        # NVCT one cycle per token (C_npu = L_kv), PDCT k cycles per batch (C_d1 = k),
+        # PVCT empty or not; then C_left = L_kv - NCR - k falls by one a cycle.
+        one = 1 << p.frac_bits
+        d1 = rng.randrange(0, 9)
+        steps = [("wr", ("write", "nvct", i, one)) for i in range(p.depth)]
+        steps += [("wr", ("write", "pdct", i, d1 * one)) for i in range(p.depth)]
+        for i in range(p.depth):
+            ratio = 0 if pvct_zero or (i and rng.random() < 0.5) else rng.randrange(1, 64 * one)
+            steps.append(("wr", ("write", "pvct", i, ratio)))
+        # N_max and P at least 1, so that an answer of 0 is the formula's, not a clamp's.
+        steps.append(("wr", ("n_max", rng.randrange(1, min(16, 1 << p.n_bits)))))
+        steps.append(("cmd", ("npu_start", 24 + d1 + rng.randrange(8))))
+        steps.append(("ask_at", target, rng.randrange(1, 16)))
+        return steps
+
+    def scripted(self, cmd_item, wr_item, quiet: bool) -> tuple:
+        """Present the script's next step (writes and commands in script order)."""
+        dut = self.dut
+        step = self.script[0]
+        if step[0] == "wr" and wr_item is None and cmd_item is None:
+            wr_item = step[1]
+            dut.wr__payload.value = self.pack(wr_item, "wr")
+            self.script.popleft()
+        elif step[0] == "cmd" and wr_item is None and cmd_item is None and quiet:
+            cmd_item = step[1]
+            dut.cmd__payload.value = self.pack(cmd_item, "cmd")
+            self.script.popleft()
+        elif step[0] == "ask_at" and wr_item is None and cmd_item is None and quiet:
+            _, target, asked = step
+            if not int(dut.busy.value):  # idle, no write: presented now, accepted now
+                c_left = self.golden.terms(asked, self.cycle)["C_left"]
+                if c_left == target:
+                    cmd_item = ("ask", asked)
+                    dut.cmd__payload.value = self.pack(cmd_item, "cmd")
+                    self.script.popleft()
+                elif c_left < target:  # missed (cannot happen: C_left starts above it)
+                    self.error(f"directed ASK missed C_left = {target} (now {c_left})")
+                    self.script.popleft()
+        dut.cmd__valid.value = int(cmd_item is not None)
+        dut.wr__valid.value = int(wr_item is not None)
+        return cmd_item, wr_item
+
     def cycle_now(self) -> int:
         """The cycle index from the simulation time (one falling edge per 10 ns)."""
         return round(get_sim_time("ns")) // CLOCK_NS  # round: the ns value is a float
@@ -405,19 +538,7 @@ async def random_commands(dut):
     report(dut, f"outcomes {dict(sorted(tb.outcomes.items()))}")
     assert max(tb.ask_latency) <= LATENCY_TARGET
     assert max(tb.learn_latency) <= LATENCY_TARGET
-    # The traffic reached what it claims to: every outcome, several times.
-    wanted = [
-        "ask: no NPU task",
-        "ask: C_left <= 0",
-        "ask: sum(PVCT) == 0",
-        "ask: quotient saturated",
-        "ask: quotient decides",
-        "ask: min(P, N_max) decides",
-        "learn",
-    ]
-    if params.cycle_bits + params.frac_bits > params.ratio_bits:  # else it cannot saturate
-        wanted.append("learn saturated")
-    if COMMANDS >= 20000:
-        wanted.append("learn error")
-    missing = {name: tb.outcomes[name] for name in wanted if tb.outcomes[name] < 3}
-    assert not missing, f"outcomes too rare: {missing}"
+    # The traffic reached what it claims to: every bin its required number of times.
+    tb.coverage.write()
+    report(dut, tb.coverage.summary())
+    tb.coverage.check()

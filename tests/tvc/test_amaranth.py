@@ -192,7 +192,8 @@ def test_worked_example_by_hand():
         assert n == 8
         assert c_left == 10000 - (accepted - start) - 50
         # 100 tokens pre-verified in 3000 cycles: (3000 << 8) // 100 = 7680, 30.0 per token.
-        assert await d.learn(Table.PVCT, 3000, 100) == 18
+        # LEARN latency 2 + 40 / 2: the 40 quotient bits of a UQ32.8 ratio, two a cycle.
+        assert await d.learn(Table.PVCT, 3000, 100) == 22
         assert d.table(Table.PVCT) == [7680] * 4
 
     run(params, body, "worked_example")
@@ -360,8 +361,9 @@ def test_ncr_saturates():
     run(params, body, "ncr_saturates")
 
 
-def test_saturation_at_the_widest_values():
-    params = TVCParams()
+def test_saturation_at_the_widest_values_32_bits():
+    # The first version's widths (UQ24.8, 32-bit cycles): the reduced set.
+    params = TVCParams(ratio_bits=32, cycle_bits=32)
     top = (1 << 32) - 1
 
     async def body(d):
@@ -387,7 +389,37 @@ def test_saturation_at_the_widest_values():
         assert d.read(Table.PDCT, 0) == top  # 0x100000000.. saturates
         assert not d.ctx.get(d.dut.error)
 
-    run(params, body, "saturation")
+    run(params, body, "saturation_32")
+
+
+def test_saturation_at_the_widest_values_40_bits():
+    params = TVCParams()
+    top = (1 << 40) - 1
+
+    async def body(d):
+        # C_npu = min(2**40 - 1, (4 * (2**40 - 1) * 65535) >> 10) = 2**40 - 1.
+        await d.fill(Table.NVCT, top)
+        await d.fill(Table.PDCT, top)  # C_d1 = (4 * (2**40 - 1)) >> 10 = 2**32 - 1
+        await d.fill(Table.PVCT, 1)  # sum 4: quotient ~ 2**48, far beyond n_bits
+        await d.write(Table.N_MAX, 0, 255)
+        start = await d.command(Op.NPU_START, l_kv=65535)
+        n, c_left, latency, accepted = await d.ask(65535)
+        assert c_left == top - (accepted - start) - (2**32 - 1)
+        assert n == 255
+        assert latency == 4  # decided by the early saturation test, no division
+        # LEARN: (2**40 - 1) << 8 over 1 saturates at 2**40 - 1; over 65535 it fits.
+        assert await d.learn(Table.PVCT, top, 1) == 2
+        assert d.read(Table.PVCT, 0) == top
+        await d.learn(Table.PVCT, top, 65535)
+        # (2**48 - 2**8) // (2**16 - 1) = 2**32 + 2**16 (remainder 2**16 - 2**8).
+        assert d.read(Table.PVCT, 0) == (top << 8) // 65535 == 2**32 + 2**16
+        # 300 ms of a target token at 800 MHz, 240e6 cycles: UQ24.8 would saturate
+        # (240e6 << 8 >= 2**32), UQ32.8 holds 61,440,000,000 exactly.
+        await d.learn(Table.PVCT, 240_000_000, 1)
+        assert d.read(Table.PVCT, 0) == 61_440_000_000
+        assert not d.ctx.get(d.dut.error)
+
+    run(params, body, "saturation_40")
 
 
 def test_learn_pushes_newest_first_and_drops_the_oldest():
@@ -396,7 +428,7 @@ def test_learn_pushes_newest_first_and_drops_the_oldest():
     async def body(d):
         for i, (cycles, length) in enumerate([(100, 10), (7, 2), (1, 3), (65, 1), (999, 7)]):
             latency = await d.learn(Table.PDCT, cycles, length)
-            assert latency == 2 + divider_cycles(params)["learn"] == 18, i
+            assert latency == 2 + divider_cycles(params)["learn"] == 2 + 40 // 2, i
         # floor(c * 256 / l): 999*256//7 = 36534, 65*256 = 16640, 256//3 = 85, 7*128 = 896
         assert d.table(Table.PDCT) == [36534, 16640, 85, 896]
         assert d.table(Table.NVCT) == [0, 0, 0, 0]
@@ -451,7 +483,7 @@ def test_commands_and_writes_wait_while_busy_and_are_not_lost():
             assert not ctx.get(dut.wr.ready)
             busy_cycles += 1
             await d.tick()
-        assert d.cycle - accepted == 18  # LEARN latency: the ASK goes in right after
+        assert d.cycle - accepted == 22  # LEARN latency: the ASK goes in right after
         await d.tick()
         ctx.set(dut.cmd.valid, 0)
         # The answer waits for its reader; meanwhile the block stays busy.

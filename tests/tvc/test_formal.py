@@ -12,26 +12,42 @@ verification code:
   taken, ``learn_done``) belongs to the one outstanding command of its kind, so each accepted
   command completes exactly once and no command is accepted while another is in progress;
 - with the answer reader always ready, a command completes within its latency bound (the
-  block's documented figures, within the spec's 40 cycles).
+  block's documented figures, within the spec's 40 cycles);
+- arithmetic (:class:`Arithmetic`): every answer's ``n`` and ``C_left`` equal spec 2.2's
+  formulas, written out again below from the spec (``C_npu`` with its saturation, ``C_d1``,
+  the signed ``C_left``, the ``C_left <= 0`` and NPU-idle zeros, the empty-``PVCT`` clamp,
+  the quotient and both clamps), evaluated on the tables, ``L_kv``, NCR, ``P`` and ``N_max``
+  of the cycle the ``ASK`` is accepted; and every ``LEARN`` shifts ``min(2**ratio_bits - 1,
+  (cycles << F) // length)`` into its table, or flags an error and changes no table.
 
 The small parameter set is proved by k-induction (unbounded) and its latency bounds are
 checked by bounded model checking from reset; the default widths are checked by bounded
-model checking over a shorter depth (their k-induction proof takes minutes).
+model checking over a shorter depth (their k-induction proof takes minutes). The arithmetic
+is proved by k-induction at the small widths: every state is covered, so every table content,
+NCR up to its saturation, ``P`` and ``N_max`` (a bounded check from reset could not reach a
+saturated NCR).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Signal
+from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal
 from harness.formal import check
 
-from ahasd.hw.tvc import TVC, Op, divider_cycles
+from ahasd.hw.tvc import TVC, Op, Table, divider_cycles
 from ahasd.params import TVCParams
 
 SMALL = TVCParams(
     depth=2, frac_bits=2, cycle_bits=8, length_bits=4, ratio_bits=8, n_bits=3, n_max=5
 )
+# The arithmetic proofs: the narrowest widths the parameters allow keep the solver quick.
+ARITH = TVCParams(
+    depth=1, frac_bits=1, cycle_bits=8, length_bits=3, ratio_bits=6, n_bits=2, n_max=2
+)
+ARITH_TWO_ENTRIES = dataclasses.replace(ARITH, depth=2)
 
 
 class Properties(Elaboratable):
@@ -121,6 +137,205 @@ class Properties(Elaboratable):
                 Cover(answer_taken & (waited == ask_bound - 1) & (dut.ans.payload.n != 0)),
             ]
         return m
+
+
+def _floor_quotient(q, dividend, divisor):
+    """``q == dividend // divisor`` (``divisor > 0``) by floor division's definition,
+    ``q * divisor <= dividend < (q + 1) * divisor``: multiplications are far cheaper for the
+    solver than a division."""
+    return (q * divisor <= dividend) & (dividend < (q + 1) * divisor)
+
+
+def spec_answer_holds(params: TVCParams, n, c_left, sums: dict, l_kv, ncr, busy, p, n_max):
+    """Whether ``(n, C_left)`` answers ``ASK(P)`` by spec 2.2 and docs/spec-decisions.md
+    (TVC), as an Amaranth expression over wide enough values (nothing wraps).
+
+    ``n = 0`` if the NPU is idle or ``C_left <= 0``; else ``min(P, N_max)`` if
+    ``sum(PVCT) == 0``; else ``min(P, N_max, q)`` with ``q = (C_left << S) // sum(PVCT)``,
+    which holds exactly when ``n <= min(P, N_max)``, ``n <= q`` and ``n`` reaches one of them.
+    """
+    shift = params.frac_bits + params.depth_log2
+    cycle_max = (1 << params.cycle_bits) - 1
+    c_npu_exact = (sums[Table.NVCT] * l_kv) >> shift
+    c_npu = Mux(c_npu_exact > cycle_max, cycle_max, c_npu_exact)
+    c_d1 = sums[Table.PDCT] >> shift
+    spec_c_left = c_npu - ncr - c_d1
+    limit = Mux(p < n_max, p, n_max)
+    sum_pvct = sums[Table.PVCT]
+    dividend = spec_c_left.as_unsigned() << shift  # used only when C_left > 0
+    answer = Mux(
+        ~busy | (spec_c_left <= 0),
+        n == 0,
+        Mux(
+            sum_pvct == 0,
+            n == limit,
+            (n <= limit)
+            & (n * sum_pvct <= dividend)
+            & ((n == limit) | _floor_quotient(n, dividend, sum_pvct)),
+        ),
+    )
+    return (c_left == spec_c_left) & answer
+
+
+class Arithmetic(Elaboratable):
+    """The TVC with free inputs; its answers and ``LEARN`` pushes against spec 2.2.
+
+    The spec side is evaluated on a copy of the inputs taken in the cycle the command is
+    accepted (the tables, ``L_kv``, ``N_max``, NCR and the NPU's busy flag as they are then,
+    and the command's arguments), so the check covers the block's whole pipeline from the
+    acceptance edge to the answer or the table update.
+    """
+
+    def __init__(self, params: TVCParams, which: str):
+        self.params = params
+        self.which = which
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        m.submodules.dut = dut = TVC(p)
+        for port in (dut.cmd, dut.wr):
+            bits = port.payload.as_value()
+            m.d.comb += [port.valid.eq(AnySeq(1)), bits.eq(AnySeq(len(bits)))]
+        m.d.comb += [
+            dut.rd_table.eq(AnySeq(2)),
+            dut.rd_index.eq(AnySeq(len(dut.rd_index))),
+            dut.ans.ready.eq(AnySeq(1)),
+        ]
+        cmd_taken = dut.cmd.valid & dut.cmd.ready
+        op = dut.cmd.payload.op
+        args = dut.cmd.payload.args
+        tables = (Table.NVCT, Table.PDCT, Table.PVCT)
+
+        # ASK: the inputs of the acceptance cycle.
+        sum_bits = p.ratio_bits + p.depth_log2
+        sums = {t: Signal(sum_bits, name=f"asked_sum_{t.name.lower()}") for t in tables}
+        l_kv = Signal(p.length_bits)
+        ncr = Signal(p.cycle_bits)
+        busy = Signal()
+        asked_p = Signal(p.length_bits)
+        n_max = Signal(p.n_bits)
+        pending_ask = Signal()
+        with m.If(cmd_taken & (op == Op.ASK)):
+            m.d.sync += [
+                *(sums[t].eq(sum(dut.tables[t])) for t in tables),
+                l_kv.eq(dut.l_kv),
+                ncr.eq(dut.ncr),
+                busy.eq(dut.npu_busy),
+                asked_p.eq(args.ask.p),
+                n_max.eq(dut.n_max),
+                pending_ask.eq(1),
+            ]
+        with m.If(dut.ans.valid & dut.ans.ready):
+            m.d.sync += pending_ask.eq(0)
+        with m.If(dut.ans.valid):
+            m.d.comb += Assert(pending_ask)
+        if self.which == "ask":
+            answer = dut.ans.payload
+            m.d.comb += [
+                Assert(
+                    ~dut.ans.valid
+                    | spec_answer_holds(
+                        p, answer.n, answer.c_left, sums, l_kv, ncr, busy, asked_p, n_max
+                    )
+                ),
+            ]
+
+        # LEARN: the tables of the acceptance cycle and the arguments; the entries that must
+        # stay (all of them, or all but the oldest, shifted one place older).
+        learn = args.learn
+        learn_table = Signal(2)
+        cycles = Signal(p.cycle_bits)
+        length = Signal(p.length_bits)
+        bad = Signal()
+        kept = {
+            t: [Signal(p.ratio_bits, name=f"kept_{t.name.lower()}_{i}") for i in range(p.depth)]
+            for t in tables
+        }
+        pending_learn = Signal()
+        with m.If(cmd_taken & (op == Op.LEARN)):
+            m.d.sync += [
+                pending_learn.eq(1),
+                learn_table.eq(learn.table),
+                cycles.eq(learn.cycles),
+                length.eq(learn.length),
+                bad.eq((learn.length == 0) | (learn.table == Table.N_MAX)),
+            ]
+            for t in tables:
+                now = dut.tables[t]
+                pushes = (learn.table == t) & (learn.length != 0)
+                m.d.sync += [
+                    kept_entry.eq(Mux(pushes, older, entry))
+                    for kept_entry, older, entry in zip(
+                        kept[t], [now[0], *now[:-1]], now, strict=True
+                    )
+                ]
+        learned = Signal()  # the cycle after the one whose edge completed the LEARN
+        m.d.sync += learned.eq(dut.learn_done)
+        with m.If(dut.learn_done):
+            m.d.sync += pending_learn.eq(0)
+            m.d.comb += Assert(pending_learn)
+        # The bookkeeping above is exact: one command in progress, the one recorded.
+        m.d.comb += [
+            Assert(dut.busy == (pending_ask | pending_learn)),
+            Assert(~(pending_learn & pending_ask)),
+        ]
+        if self.which != "learn":
+            return m
+
+        ratio_max = (1 << p.ratio_bits) - 1
+        dividend = cycles << p.frac_bits
+        with m.If(learned):
+            with m.If(bad):
+                m.d.comb += Assert(dut.error)
+            for t in tables:
+                entries = dut.tables[t]
+                m.d.comb += [
+                    Assert(kept_entry == entry)
+                    for kept_entry, entry in zip(kept[t][1:], entries[1:], strict=True)
+                ]
+                ratio = entries[0]
+                with m.If(~bad & (learn_table == t)):
+                    # min(2**ratio_bits - 1, (cycles << F) // length)
+                    m.d.comb += Assert(
+                        Mux(
+                            ratio == ratio_max,
+                            ratio * length <= dividend,
+                            _floor_quotient(ratio, dividend, length),
+                        )
+                    )
+                with m.Else():
+                    m.d.comb += Assert(ratio == kept[t][0])
+        return m
+
+
+@pytest.mark.formal
+@pytest.mark.parametrize("which", ["ask", "learn"])
+def test_answers_and_learned_ratios_equal_the_spec_formulas_proved(which):
+    """k-induction over every state (every table content, NCR up to its saturation, every
+    P and N_max): each answer's n and C_left, or each LEARN's table update, by the spec.
+    The answer is proved on one-entry tables (the proof over two entries takes minutes; the
+    sums' adder and the log2(depth) shift are covered by the bounded check below)."""
+    params = ARITH if which == "ask" else ARITH_TWO_ENTRIES
+    check(
+        Arithmetic(params, which),
+        name=f"tvc_arithmetic_{which}",
+        mode="prove",
+        depth=7,
+        engine="smtbmc yices",
+    )
+
+
+@pytest.mark.formal
+def test_answers_equal_the_spec_formulas_two_entries_bmc():
+    """Bounded check from reset with two-entry tables (sums of two ratios, shift F + 1)."""
+    check(
+        Arithmetic(ARITH_TWO_ENTRIES, "ask"),
+        name="tvc_arithmetic_ask_bmc",
+        mode="bmc",
+        depth=10,
+        engine="smtbmc yices",
+    )
 
 
 @pytest.mark.formal

@@ -16,7 +16,7 @@ from ahasd.params import TVCParams
 
 
 def preset(tvc: TVC, nvct: int, pdct: int, pvct: int) -> None:
-    """Fill every entry of each table with the given cycles-per-token ratio (UQ24.8)."""
+    """Fill every entry of each table with the given cycles-per-token ratio (8 fraction bits)."""
     for name, per_token in zip(TABLES, (nvct, pdct, pvct), strict=True):
         for index in range(tvc.params.depth):
             tvc.write(name, index, per_token << 8)
@@ -159,9 +159,13 @@ def test_learn_length_zero_is_a_protocol_error():
     assert tvc.tables["nvct"] == [25600, 0, 0, 0]
 
 
-def test_learn_saturates_ratio():
+# The first version's widths (UQ24.8 ratios, 32-bit cycles): the reduced set.
+W32 = TVCParams(ratio_bits=32, cycle_bits=32)
+
+
+def test_learn_saturates_ratio_at_32_bits():
     # (2**32 - 1) << 8 does not fit 32 bits: the ratio saturates at 2**32 - 1.
-    tvc = TVC()
+    tvc = TVC(W32)
     tvc.learn("pvct", 2**32 - 1, 1)
     assert tvc.tables["pvct"][0] == 2**32 - 1
     # (2**32 - 1) << 8 // 2**16 - 1 = 1099511627520 // 65535 = 16777472 fits.
@@ -169,8 +173,23 @@ def test_learn_saturates_ratio():
     assert tvc.tables["pvct"][0] == 16777472
 
 
-def test_widest_values_saturate_c_npu():
-    tvc = TVC()
+def test_learn_at_40_bits_keeps_what_32_bits_saturated():
+    # Spec 2.2: a target token on the PIM costs hundreds of ms. 300 ms at 800 MHz is
+    # 240,000,000 cycles per token: 240e6 << 8 = 61,440,000,000 >= 2**32 (UQ24.8 saturates),
+    # < 2**40 (UQ32.8 holds it exactly).
+    cycles = 240_000_000
+    narrow, wide = TVC(W32), TVC()
+    narrow.learn("pvct", cycles, 1)
+    wide.learn("pvct", cycles, 1)
+    assert narrow.tables["pvct"][0] == 2**32 - 1
+    assert wide.tables["pvct"][0] == 61_440_000_000
+    # The widest LEARN at 40 bits: (2**40 - 1) << 8 needs 48 bits, saturates at 2**40 - 1.
+    wide.learn("pvct", 2**40 - 1, 1)
+    assert wide.tables["pvct"][0] == 2**40 - 1
+
+
+def test_widest_values_saturate_c_npu_at_32_bits():
+    tvc = TVC(W32)
     widest = 2**32 - 1
     for name in ("nvct", "pdct"):
         for index in range(4):
@@ -194,6 +213,28 @@ def test_widest_values_saturate_c_npu():
     assert tvc.terms(1, 2**40)["C_left"] == -16777215
 
 
+def test_widest_values_saturate_c_npu_at_40_bits():
+    tvc = TVC()
+    widest = 2**40 - 1
+    for name in ("nvct", "pdct"):
+        for index in range(4):
+            tvc.write(name, index, widest)
+    for index in range(4):
+        tvc.write("pvct", index, 1)
+    tvc.npu_start(2**16 - 1, cycle=0)
+    terms = tvc.terms(2**16 - 1, 0)
+    # 4 (2**40 - 1)(2**16 - 1) >> 10 = (2**58 - 2**42 - 2**18 + 4) >> 10
+    # = 2**48 - 2**32 - 2**8, above 2**40 - 1: C_npu saturates.
+    assert terms["C_npu_unsaturated"] == 2**48 - 2**32 - 2**8
+    assert terms["C_npu"] == widest
+    # C_d1 = 4 (2**40 - 1) >> 10 = (2**42 - 4) >> 10 = 2**32 - 1.
+    assert terms["C_d1"] == 2**32 - 1
+    assert terms["C_left"] == widest - (2**32 - 1)
+    assert terms["n"] == 8
+    # NCR saturates at 2**40 - 1 (after 23 minutes of PIM cycles): C_left = -C_d1.
+    assert tvc.terms(1, 2**41)["C_left"] == -(2**32 - 1)
+
+
 def test_non_default_depth_and_fraction():
     # depth 8, F = 4: shift 4 + 3 = 7. NVCT all 3<<4 = 48: sum 384; L_kv 50 -> 19200 >> 7
     # = 150. PDCT all 10<<4 = 160: sum 1280 >> 7 = 10. PVCT all 20<<4: sum 2560.
@@ -209,7 +250,7 @@ def test_non_default_depth_and_fraction():
     assert tvc.ask(31, cycle=40) == 5
 
 
-TOP32 = 2**32 - 1
+TOP40 = 2**40 - 1  # the widest table entry and cycle count by default
 
 
 @pytest.mark.parametrize(
@@ -218,10 +259,10 @@ TOP32 = 2**32 - 1
         (lambda t: t.write("xyz", 0, 1), ValueError,
          "table must be one of nvct, pdct, pvct, not 'xyz'"),
         (lambda t: t.write("nvct", 4, 1), ValueError, "index must be between 0 and 3, not 4"),
-        (lambda t: t.write("nvct", 0, TOP32 + 1), ValueError,
-         f"value must be between 0 and {TOP32}, not {TOP32 + 1}"),
-        (lambda t: t.learn("pvct", TOP32 + 1, 1), ValueError,
-         f"cycles must be between 0 and {TOP32}, not {TOP32 + 1}"),
+        (lambda t: t.write("nvct", 0, TOP40 + 1), ValueError,
+         f"value must be between 0 and {TOP40}, not {TOP40 + 1}"),
+        (lambda t: t.learn("pvct", TOP40 + 1, 1), ValueError,
+         f"cycles must be between 0 and {TOP40}, not {TOP40 + 1}"),
         (lambda t: t.learn("pvct", 1, 2**16), ValueError,
          "length must be between 0 and 65535, not 65536"),
         (lambda t: t.npu_start(2**16, 0), ValueError,
