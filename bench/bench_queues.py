@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from figures import report
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -37,7 +39,8 @@ def main() -> int:
         print("bench_queues: the queue cocotb test failed", file=sys.stderr)
         return 1
     print(f"queues cocotb (Verilator): {found.group(1)}")
-    print(f"queues cocotb: {int(found.group(2))} pim cycles/s; pytest wall {wall:.1f} s")
+    report("bench_queues", "queues cocotb, PIM cycles/s", int(found.group(2)), "", 0)
+    report("bench_queues", "queues cocotb, pytest wall", wall, "s")
     return 0
 
 

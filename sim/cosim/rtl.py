@@ -41,6 +41,10 @@ __all__ = [
 
 #: A gap in NCR up to this many cycles is clocked; a larger one is time-warped.
 WARP_THRESHOLD = 64
+#: Cycles clocked before the proof of a warp starts: the TVC's registered table sums lag
+#: the tables by a cycle, so a LEARN's sum still changes in the first cycle the TVC is
+#: ready again.
+WARP_SETTLE_CYCLES = 1
 #: Cycles clocked before a warp to show that the design is stationary.
 WARP_PROOF_CYCLES = 2
 #: Give up waiting for a handshake after this many cycles (a hung design, not a slow one).
@@ -270,6 +274,8 @@ class RTLController:
         if 0 < gap <= WARP_THRESHOLD:
             await self.clock.next(gap)
         elif gap > WARP_THRESHOLD:
+            await self.clock.next(WARP_SETTLE_CYCLES)
+            now = int(self.ncr.value)
             before = self._snapshot()
             await self.clock.next(WARP_PROOF_CYCLES)
             after = self._snapshot()
