@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, First, ReadOnly, RisingEdge, Timer
+from cocotb.utils import get_sim_time
 
 __all__ = ["Agent", "CycleClock", "DomainLoop", "drive_slot", "reset", "sample_slot", "start_clock"]
 
@@ -66,8 +67,9 @@ class CycleClock:
         Cycles the simulator actually ran.
     """
 
-    def __init__(self, clock: Any) -> None:
+    def __init__(self, clock: Any, period_ps: int | None = None) -> None:
         self.clock = clock
+        self.period_ps = period_ps
         self.cycle = 0
         self.clocked = 0
 
@@ -79,6 +81,31 @@ class CycleClock:
             await ClockCycles(self.clock, cycles, rising=False)
         self.cycle += cycles
         self.clocked += cycles
+
+    async def next_until(self, flag: Any, limit: int) -> bool:
+        """Move to the first writable phase from the next one on in which ``flag`` is high.
+
+        ``flag`` is a one-bit handle that changes only at rising edges of this clock (a
+        function of registers alone, while nothing is driven). Instead of one wake-up per
+        cycle, waits for ``flag``'s rise and then the falling edge after it, and counts the
+        cycles from the simulation time (the clock's ``period_ps`` must be given). Returns
+        False, after ``limit`` cycles, if ``flag`` stayed low.
+        """
+        await self.next()
+        if flag.value:
+            return True
+        started = get_sim_time("ps")
+        rose = RisingEdge(flag)
+        timeout = Timer((limit - 1) * self.period_ps, "ps")
+        if await First(rose, timeout) is not rose:
+            self.cycle += limit - 1
+            self.clocked += limit - 1
+            return False
+        await FallingEdge(self.clock)
+        cycles = round((get_sim_time("ps") - started) / self.period_ps)
+        self.cycle += cycles
+        self.clocked += cycles
+        return True
 
     def skip(self, cycles: int) -> None:
         """Count ``cycles`` cycles that the simulator did not run (a time warp)."""

@@ -149,7 +149,7 @@ class RTLController:
         self.feedback = feedback
         self.irq = irq
         self.top = ControllerTopDriver(dut, params)
-        self.clock = CycleClock(dut.pim_clk)
+        self.clock = CycleClock(dut.pim_clk, PERIOD_PS)
         self.stats = CosimStats()
         self.clocked_before_run = 0  # cycles of the set-up, not part of the statistics
         self.role = Task.DRAFT
@@ -250,14 +250,12 @@ class RTLController:
     async def _tvc_idle(self) -> None:
         """Move to the next cycle in which the TVC takes commands (no LEARN or ASK running).
 
-        Read right after the falling edge: ``cmd.ready`` depends only on registers and on
-        the bus write strobe, none of which changed since the last evaluation.
+        ``cmd.ready`` depends only on registers and on the bus write strobe (idle here), so
+        it changes only at rising edges: one wait for its rise, not one per busy cycle (a
+        LEARN or an ASK keeps the TVC busy for several cycles).
         """
-        for _ in range(HANDSHAKE_LIMIT):
-            await self.clock.next()
-            if int(self.top.tvc.command.ready.value):
-                return
-        raise AssertionError(f"cycle {self.cycle}: the TVC stays busy")
+        if not await self.clock.next_until(self.top.tvc.command.ready, HANDSHAKE_LIMIT):
+            raise AssertionError(f"cycle {self.cycle}: the TVC stays busy")
 
     def _snapshot(self) -> list[int]:
         return [read() for read in self.register_reads]
