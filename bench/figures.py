@@ -50,7 +50,7 @@ def report(benchmark: str, name: str, value: float, unit: str, digits: int = 1) 
     key = f"{benchmark}: {name}"
     previous = figures.get(key)
     was = "not measured before" if previous is None else f"was {previous:,.{digits}f}"
-    line = f"{name}: {value:,.{digits}f} {unit} ({was})"
+    line = f"{name}: {value:,.{digits}f}{' ' + unit if unit else ''} ({was})"
     print(line, flush=True)
     figures[key] = round(float(value), 6)
     _store(path, figures)
