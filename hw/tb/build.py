@@ -145,16 +145,29 @@ def module_registers(verilog: str) -> list[tuple[str, str]]:
     return found
 
 
-def verilator_public_config(verilog: str, top: str) -> str:
-    """A Verilator control file making the top's ports and every register VPI-visible.
+_MODULE_HEADER = re.compile(r"^module (\S+) ?\((.*?)\);", re.MULTILINE | re.DOTALL)
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-    That is what the testbenches and the co-simulation reach: the ports, and the registers
-    (the co-simulation's time warp compares all of them and deposits the TVC's NCR; a
-    testbench may read a block's state). Amaranth names the module of instance ``top.edc``
-    ``\\top.edc``, which the control file matches as ``top.edc``. Everything else stays
+
+def verilator_public_config(verilog: str, top: str) -> str:
+    """A Verilator control file making the ports of every module and every register
+    VPI-visible.
+
+    That is what the testbenches and the co-simulation reach: the ports (the top's, and a
+    submodule's, which the integration testbench watches), and the registers (the
+    co-simulation's time warp compares all of them and deposits the TVC's NCR; a testbench
+    may read a block's state). Amaranth names the module of instance ``top.edc``
+    ``\\top.edc``, which the control file matches as ``top.edc``; escaped port names
+    (``\\w__payload$20``) are Amaranth's internal ones and stay out. Everything else stays
     private, so Verilator may fold the combinational wires away.
     """
-    signals = [(top, port) for port in module_ports(verilog, top)]
+    signals = []
+    for module, ports in _MODULE_HEADER.findall(verilog):
+        name = module.lstrip("\\")
+        for port in ports.split(","):
+            port = port.strip()
+            if _PLAIN_NAME.fullmatch(port):
+                signals.append((name, port))
     for path, name in module_registers(verilog):
         signals.append((f"{top}.{path}" if path else top, name))
     lines = ["`verilator_config"]
