@@ -74,6 +74,7 @@ def tracked_text_files() -> list[Path]:
         "cat " + PRIVATE_PATHS[0] + "/notes/style.md",
         "open('" + PRIVATE_PATHS[1] + "/spec/ahasd.md')",
     ],
+    ids=["source-string", "comment", "docstring", "relative-path", "absolute-path"],
 )
 def test_the_detector_finds_each_kind_of_private_reference(text):
     assert len(private_references("first line\n" + text)) == 1
