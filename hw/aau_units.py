@@ -357,12 +357,12 @@ class Exp2Unit(wiring.Component):
         n3 = Signal(signed(N_BITS))
         mantissa3 = Signal(MANTISSA_BITS)
         tag3 = Signal(self.tag_shape)
-        interpolated = step2 * rest2 + Cat(Const(0, r_bits), base2)
+        mantissa_sum = step2 * rest2 + Cat(Const(0, r_bits), base2)
         with m.If(advance):
             m.d.sync += [
                 valid3.eq(valid2),
                 n3.eq(n2),
-                mantissa3.eq(interpolated[r_bits : r_bits + MANTISSA_BITS]),
+                mantissa3.eq(mantissa_sum[r_bits : r_bits + MANTISSA_BITS]),
                 tag3.eq(tag2),
             ]
 
@@ -535,8 +535,8 @@ class LogUnit(wiring.Component):
 
         # Stage 3: l = L[j] + interpolation < L[j + 1] <= 2**20, so the integer part and l
         # concatenate; the interpolation is one multiply-add, as in Exp2Unit.
-        interpolated = step2 * rest2 + Cat(Const(0, r_bits), base2)
-        m.d.sync += self.log2.eq(Cat(interpolated[r_bits : r_bits + LOG2_FRAC], integer2))
+        fraction_sum = step2 * rest2 + Cat(Const(0, r_bits), base2)
+        m.d.sync += self.log2.eq(Cat(fraction_sum[r_bits : r_bits + LOG2_FRAC], integer2))
 
         # Stage 4: ln = log2 * ln 2.
         m.d.sync += self.ln.eq((self.log2 * Const(LN2_CODE, 24)).shift_right(LOG2_FRAC))
