@@ -60,11 +60,13 @@ Critical path: no multiplier sits in a loop. The accumulate loop (a 6-level barr
 53 bits, then a 53-bit adder), the divider and root steps (one subtract whose borrow selects
 the remainder) and the bit-serial multipliers' steps (one add, up to 63 bits) are each one
 adder deep; with ripple-carry adders (yosys ``synth; ltp``) the 63-bit add of ``N * S2`` is
-the longest path (129 gate levels), with delay-mapped gates the STATS combining cycle (44
-levels). The single-stage multipliers (16 x 25 in ``exp``, 18 x 16 at reg4, 18 x 41 and
-25 x 16 in the back end, 17 x 25 in the post pass's ``top1``, 30 x 24 for ``ln 2``) could
-each take a second stage without changing a result. The stall net fans ``o.ready`` and
-``param.valid`` out to the enables of every element register (see ``i``).
+the longest path (129 gate levels); with delay-mapped gates (``ahasd timing``) the longest
+are the element lane's single-stage multipliers (16 x 25 in ``exp``, 18 x 16 at reg4, 18 x
+41 and 25 x 16 in the back end), at 41 levels; each could take a second stage without
+changing a result, at one cycle of ``OUTPUT_LATENCY``. The STATS combining cycle computes
+each of its outputs as one sum of its terms (one carry propagation, ``docs/aau.md`` 15).
+The stall net fans ``o.ready`` and ``param.valid`` out to the enables of every element
+register (see ``i``).
 """
 
 from __future__ import annotations

@@ -280,8 +280,8 @@ class Exp2Unit(wiring.Component):
         ``n``, ``m`` and the ``tag`` of each input element, in order.
 
     Three pipeline registers: ``t`` split into ``n`` and ``f`` (16 x 25 multiplier by a
-    constant); the table read (``E[j]``, ``E[j+1] - E[j]``, ``r``); ``M`` (one small multiplier,
-    ``(E[j+1] - E[j]) x r``, and an add).
+    constant); the table read (``E[j]``, ``E[j+1] - E[j]``, ``r``); ``M`` (one small
+    multiply-add, ``(E[j+1] - E[j]) x r`` plus ``E[j]`` shifted left, one carry propagation).
 
     Latency :data:`EXP_LATENCY` (3): an element is on ``o`` after three advancing edges
     (edges with ``o.ready`` high), the one that takes it included. Throughput one element per
@@ -850,7 +850,8 @@ class GateUnit(wiring.Component):
 
     Three pipeline registers: ``|x|``, the range check and the index split; the table read
     (one ROM of both tables, ``2 * 2**G`` bases and steps, addressed by ``gelu`` and ``j``);
-    ``h`` (a ``12 x (12 - G)``-bit multiplier and an add) and the sign's ``2**16 - h``.
+    ``h`` (a ``12 x (12 - G)``-bit multiply-add) and the sign's ``2**16 - h``, both in one
+    carry-save tree with one carry propagation.
 
     Latency :data:`GATE_LATENCY` (3) advancing edges (edges with ``o.ready`` high), the one
     that takes the element included. Throughput one element per cycle. Backpressure: ``o.ready``
