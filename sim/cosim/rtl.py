@@ -42,11 +42,10 @@ __all__ = [
 
 #: A gap in NCR up to this many cycles is clocked; a larger one is time-warped.
 WARP_THRESHOLD = 64
-#: Cycles clocked before the proof of a warp starts: the TVC's registered table sums lag
-#: the tables by a cycle, so a LEARN's sum still changes in the first cycle the TVC is
-#: ready again.
+#: Cycles clocked before the warp's snapshot: registers that follow others one cycle behind
+#: (the TVC's table sums after a table write) catch up first.
 WARP_SETTLE_CYCLES = 1
-#: Cycles clocked before a warp to show that the design is stationary.
+#: Cycles clocked after the snapshot to show that the design is stationary.
 WARP_PROOF_CYCLES = 2
 #: Give up waiting for a handshake after this many cycles (a hung design, not a slow one).
 HANDSHAKE_LIMIT = 1000
@@ -277,7 +276,6 @@ class RTLController:
             await self.clock.next(gap)
         elif gap > WARP_THRESHOLD:
             await self.clock.next(WARP_SETTLE_CYCLES)
-            now = int(self.ncr.value)
             before = self._snapshot()
             await self.clock.next(WARP_PROOF_CYCLES)
             after = self._snapshot()
@@ -292,7 +290,7 @@ class RTLController:
                     f"cycle {self.cycle}: time warp refused, the design is not stationary "
                     f"(registers changed: {', '.join(changed[:10])})"
                 )
-            if counted != min(now + WARP_PROOF_CYCLES, self.ncr_max):
+            if counted != min(now + WARP_SETTLE_CYCLES + WARP_PROOF_CYCLES, self.ncr_max):
                 raise AssertionError(f"cycle {self.cycle}: NCR counted {now} -> {counted}")
             skipped = target - counted
             # Counting `skipped` more cycles from `counted` gives (saturating) exactly this.
