@@ -11,7 +11,7 @@ cosim``) decide how a failure is reported.
 
 What makes a cold Verilator build short (``docs/performance.md`` has the figures):
 
-- Only the top's ports and the design's registers are visible through VPI
+- Only the modules' ports and the design's registers are visible through VPI
   (:func:`verilator_public_config`), not every signal: cocotb's runner passes
   ``--public-flat-rw``, which keeps each of the ~13,000 wires of the controller top as a
   C++ member with a VPI entry, triples the C++ to compile and slows the model itself
