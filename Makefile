@@ -18,7 +18,7 @@ help:
 	@echo "make area   area (sky130) and timing (ECP5 place and route, 28 nm estimate) into docs/hardware.md"
 	@echo "make reproduce  the paper's evaluation on every platform and GPU baseline, sensitivity,"
 	@echo "                regime map: build/reproduce/report.md (resumable)"
-	@echo "make bench  benchmarks (cocotb cycles/s, sweep runs/s on both backends, timing wall time, ...)"
+	@echo "make bench  benchmarks (builds, co-simulation, cocotb edges/s, sweep runs/s, make test, ...), each beside the last run's"
 	@echo "make regress SEEDS=N [SEED0=S] [BLOCKS=...]  the random cocotb tiers on N seeds"
 	@echo "make mutate [MUTANTS=N]  mutation testing of EDC, TVC, GTSU and the queues"
 	@echo "make clean  remove build outputs (keeps .venv)"

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from figures import report
+
 GRID = ["--grid", "paper", "--platforms", "table2", "artifact", "--tokens", "512"]
 
 
@@ -65,6 +67,7 @@ def main() -> int:
         if args.json:
             print(json.dumps(figures))
         else:
+            report("bench_backends", f"{figures['backend']} runs/s", figures["runs_per_s"], "")
             print(
                 f"sweep --backend {figures['backend']}: {figures['simulated']} runs in "
                 f"{figures['wall_s']:.1f} s on {figures['jobs']} jobs = "

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from figures import report
+
 TARGET_S = 10.0
 
 
@@ -56,6 +58,8 @@ def main() -> int:
     if args.json:
         print(json.dumps(figures))
     else:
+        report("bench_sweep", "sweep --grid paper, wall", wall, "s", 2)
+        report("bench_sweep", "sweep --grid paper, peak RSS", peak_mib, "MiB", 0)
         verdict = "within" if figures["within_target"] else "OVER"
         print(
             f"ahasd sweep --grid paper: {runs} runs in {wall:.2f} s on {args.jobs} jobs "

@@ -1,5 +1,8 @@
 """``make bench``: every benchmark, one after the other, with a one-line verdict each.
 
+Every figure is printed beside the previous run's ("was X", kept in
+``build/bench/figures.json`` by :mod:`figures`), the wall time of each script too.
+
 Usage: ``.venv/bin/python bench/run_all.py [--skip NAME ...]`` where NAME is a script stem
 (``bench_make_test`` is the slowest: it runs the whole test suite).
 """
@@ -12,13 +15,18 @@ import sys
 import time
 from pathlib import Path
 
+from figures import report
+
 HERE = Path(__file__).resolve().parent
+#: Modules of this directory that are not benchmarks.
+NOT_BENCHMARKS = {"run_all", "figures"}
 # Cheapest first; the whole test suite last.
 ORDER = [
     "aau_accuracy",
     "bench_sweep",
     "bench_backends",
     "bench_queues",
+    "bench_build",
     "bench_cosim",
     "bench_timing",
     "bench_make_test",
@@ -33,7 +41,7 @@ def main() -> int:
     scripts += sorted(
         p
         for p in HERE.glob("*.py")
-        if p.stem not in ORDER and p.stem != "run_all" and p.stem not in args.skip
+        if p.stem not in ORDER and p.stem not in NOT_BENCHMARKS and p.stem not in args.skip
     )
     failed = []
     for script in scripts:
@@ -42,8 +50,10 @@ def main() -> int:
         print(f"== {script.stem}", flush=True)
         started = time.perf_counter()
         code = subprocess.run([sys.executable, str(script)], check=False).returncode
-        verdict = "ok" if code == 0 else "FAILED"
-        print(f"== {script.stem}: {verdict} ({time.perf_counter() - started:.1f} s)\n", flush=True)
+        wall = time.perf_counter() - started
+        print(f"== {script.stem}: {'ok' if code == 0 else 'FAILED'}", flush=True)
+        report("run_all", f"{script.stem} wall", wall, "s")
+        print(flush=True)
         if code:
             failed.append(script.stem)
     if failed:

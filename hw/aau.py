@@ -60,11 +60,13 @@ Critical path: no multiplier sits in a loop. The accumulate loop (a 6-level barr
 53 bits, then a 53-bit adder), the divider and root steps (one subtract whose borrow selects
 the remainder) and the bit-serial multipliers' steps (one add, up to 63 bits) are each one
 adder deep; with ripple-carry adders (yosys ``synth; ltp``) the 63-bit add of ``N * S2`` is
-the longest path (129 gate levels), with delay-mapped gates the STATS combining cycle (44
-levels). The single-stage multipliers (16 x 25 in ``exp``, 18 x 16 at reg4, 18 x 41 and
-25 x 16 in the back end, 17 x 25 in the post pass's ``top1``, 30 x 24 for ``ln 2``) could
-each take a second stage without changing a result. The stall net fans ``o.ready`` and
-``param.valid`` out to the enables of every element register (see ``i``).
+the longest path (129 gate levels); with delay-mapped gates (``ahasd timing``) the longest
+are the element lane's single-stage multipliers (16 x 25 in ``exp``, 18 x 16 at reg4, 18 x
+41 and 25 x 16 in the back end), at 41 levels; each could take a second stage without
+changing a result, at one cycle of ``OUTPUT_LATENCY``. The STATS combining cycle computes
+each of its outputs as one sum of its terms (one carry propagation, ``docs/aau.md`` 15).
+The stall net fans ``o.ready`` and ``param.valid`` out to the enables of every element
+register (see ``i``).
 """
 
 from __future__ import annotations
@@ -144,6 +146,8 @@ SHIFT_BITS = 6  # shift amounts saturate at 63: beyond every accumulator's width
 Z_FRAC = 32  # Z is UQ(1 + clog2 N).32
 MEAN_QUOTIENT_BITS = 32  # q = (|W| << 28) // Z < 2**32
 MEAN_SHIFT = 28
+ENTROPY_SHIFT = 12  # entropy = round_shift(h, 12): UQ4.12 from 24 fraction bits
+TOP1_SHIFT = 24  # top1 = round_shift(M_max * recip, 24): UQ0.16 from 16 + 24 fraction bits
 RECIP_NUMERATOR_LOG2 = 56
 NORM_EPS_SHIFT = 16  # each X**2 enters S2 shifted by 16, E (< 2**16) below it
 NORM_ROOT_BITS = 24  # s = isqrt(V), V in [2**46, 2**48)
@@ -315,13 +319,6 @@ def _element_tag_layout() -> data.StructLayout:
     )
 
 
-def _round_shift(value, amount: int):
-    """``round_shift(value, amount) = (value + 2**(amount - 1)) >> amount``, written as
-    ``(floor(value / 2**(amount - 1)) + 1) >> 1`` (the same integer), which adds 1 rather
-    than a wide constant."""
-    return (value.shift_right(amount - 1) + 1).shift_right(1)
-
-
 def _check_params(component: wiring.Component, params: object) -> None:
     if not isinstance(params, AAUParams):
         component._MustUse__silence = True  # a rejected component is not a forgotten one
@@ -470,20 +467,29 @@ class PostPass(wiring.Component):
         )
         m.d.comb += [log.z.eq(z_copy), log.exponent.eq(ref_copy)]
 
-        # The combining cycle.
-        # E[x] = +-q, 24 fraction bits, as wide as ln S (assigned by branches rather than
-        # Mux(), which would be one bit narrower: equal operand widths for the subtraction)
-        mean_x = Signal(signed(log.ln_bits))
-        with m.If(w_negative):
-            m.d.comb += mean_x.eq(-mean_divider.quotient)
-        with m.Else():
-            m.d.comb += mean_x.eq(mean_divider.quotient)
-        entropy_fine = Signal(signed(log.ln_bits + 1))  # ln S - E[x], 24 fraction bits
-        m.d.comb += entropy_fine.eq(log.ln - mean_x)
-        # round_shift(h, 12) <= 0 when h < 2**11: then the entropy saturates at 0
-        entropy_halves = entropy_fine.shift_right(11)
-        entropy = (entropy_halves.as_unsigned() + 1).shift_right(1)
-        top1 = _round_shift(m_max_copy * recip_divider.quotient, 24)
+        # The combining cycle: the quotients are ready only at its start, so each output is
+        # one sum of its terms (which the synthesiser adds in one tree with one carry
+        # propagation), then its saturation. The terms are widened to the sum's width in the
+        # branch that uses them (see the phases below): equal operand widths.
+        # entropy = round_shift(h, 12) with h = ln S - E[x] (24 fraction bits) is
+        # (h + 2**11) >> 12. E[x] = q for W >= 0, -q otherwise; with -q = ~q + 1,
+        # h + 2**11 = ln S + (q ^ pos) + {2**11, pos}, pos = (W >= 0) in every bit of the
+        # second term and the last bit of the third.
+        entropy_sum = Signal(log.ln_bits + 2)  # |h| < 2**(ln_bits - 1): a sign bit to spare
+        w_positive = ~w_negative
+        entropy_terms = [
+            log.ln,
+            mean_divider.quotient ^ w_positive.replicate(len(entropy_sum)),
+            Cat(w_positive, Const(0, ENTROPY_SHIFT - 2), Const(1, 1)),
+        ]
+        # h < 0 saturates at 0 (h in [-2**11, 0) rounds to 0 anyway); above 65535 at 65535
+        entropy_negative = entropy_sum[-1]
+        entropy_high = entropy_sum[ENTROPY_SHIFT + 16 : -1].any()
+        entropy = entropy_sum[ENTROPY_SHIFT : ENTROPY_SHIFT + 16]
+        # top1 = round_shift(M_max * recip, 24) = (M_max * recip + 2**23) >> 24: one
+        # multiply-add.
+        top1_sum = Signal(MANTISSA_BITS + RECIP_BITS + 1)
+        top1 = top1_sum[TOP1_SHIFT:]
 
         # ---- NORM: products, U, k, root, reciprocal, products (section 9.2) ---------------
         # product_a: N * S2, then N * r; product_b: |T| * |T|, then |T| * r.
@@ -586,11 +592,17 @@ class PostPass(wiring.Component):
                 m.d.sync += phase.eq(PostPhase.OFFER)
         # DIVIDE: the log pipeline has long settled by then (LN_LATENCY < DIVIDER_CYCLES).
         with m.Elif(in_phase[PostPhase.DIVIDE]), m.If(~mean_divider.busy & ~recip_divider.busy):
+            first, second, third = (
+                widen(m, term, len(entropy_sum)).as_unsigned() for term in entropy_terms
+            )
+            half = widen(m, Const(1 << (TOP1_SHIFT - 1), TOP1_SHIFT), len(top1_sum) - 1)
+            m.d.comb += [
+                entropy_sum.eq((first + second)[: len(entropy_sum)] + third),
+                top1_sum.eq(m_max_copy * recip_divider.quotient + half),
+            ]
             m.d.sync += [
                 result.recip.eq(recip_divider.quotient),
-                result.entropy.eq(
-                    Mux(entropy_halves[-1], 0, Mux(entropy[16:].any(), OUT_MAX, entropy[:16]))
-                ),
+                result.entropy.eq(Mux(entropy_negative, 0, Mux(entropy_high, OUT_MAX, entropy))),
                 result.top1.eq(Mux(top1[16:].any(), OUT_MAX, top1[:16])),
                 self.stats_ref.eq(ref_copy),
                 self.stats_recip.eq(recip_divider.quotient),

@@ -44,6 +44,8 @@ from amaranth.hdl import (
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ahasd.hw.arith import partial_products, sum_of, widened
+
 __all__ = [
     "EXP_LATENCY",
     "GATE_BITS",
@@ -278,8 +280,8 @@ class Exp2Unit(wiring.Component):
         ``n``, ``m`` and the ``tag`` of each input element, in order.
 
     Three pipeline registers: ``t`` split into ``n`` and ``f`` (16 x 25 multiplier by a
-    constant); the table read (``E[j]``, ``E[j+1] - E[j]``, ``r``); ``M`` (one small multiplier,
-    ``(E[j+1] - E[j]) x r``, and an add).
+    constant); the table read (``E[j]``, ``E[j+1] - E[j]``, ``r``); ``M`` (one small
+    multiply-add, ``(E[j+1] - E[j]) x r`` plus ``E[j]`` shifted left, one carry propagation).
 
     Latency :data:`EXP_LATENCY` (3): an element is on ``o`` after three advancing edges
     (edges with ``o.ready`` high), the one that takes it included. Throughput one element per
@@ -346,18 +348,21 @@ class Exp2Unit(wiring.Component):
                 tag2.eq(tag1),
             ]
 
-        # Stage 3: M = E[j] + (D[j] * r) >> (16 - B); (D * r) >> (16 - B) < D because
-        # r < 2**(16 - B), so M < E[j + 1] <= 2**17.
+        # Stage 3: M = E[j] + (D[j] * r) >> (16 - B) = (D[j] * r + E[j] * 2**(16 - B)) >> (16 - B)
+        # (the low bits of the second term are zero): one multiply-add, whose partial products
+        # and addend the synthesiser sums in one tree with one carry propagation, where the
+        # product and the add would be two. (D * r) >> (16 - B) < D because r < 2**(16 - B),
+        # so M < E[j + 1] <= 2**17.
         valid3 = Signal()
         n3 = Signal(signed(N_BITS))
         mantissa3 = Signal(MANTISSA_BITS)
         tag3 = Signal(self.tag_shape)
-        interpolation = (step2 * rest2).shift_right(r_bits)[:MANTISSA_BITS]
+        mantissa_sum = step2 * rest2 + Cat(Const(0, r_bits), base2)
         with m.If(advance):
             m.d.sync += [
                 valid3.eq(valid2),
                 n3.eq(n2),
-                mantissa3.eq((base2 + interpolation)[:MANTISSA_BITS]),
+                mantissa3.eq(mantissa_sum[r_bits : r_bits + MANTISSA_BITS]),
                 tag3.eq(tag2),
             ]
 
@@ -529,9 +534,9 @@ class LogUnit(wiring.Component):
         ]
 
         # Stage 3: l = L[j] + interpolation < L[j + 1] <= 2**20, so the integer part and l
-        # concatenate.
-        fraction = (base2 + (step2 * rest2).shift_right(r_bits))[:LOG2_FRAC]
-        m.d.sync += self.log2.eq(Cat(fraction, integer2))
+        # concatenate; the interpolation is one multiply-add, as in Exp2Unit.
+        fraction_sum = step2 * rest2 + Cat(Const(0, r_bits), base2)
+        m.d.sync += self.log2.eq(Cat(fraction_sum[r_bits : r_bits + LOG2_FRAC], integer2))
 
         # Stage 4: ln = log2 * ln 2.
         m.d.sync += self.ln.eq((self.log2 * Const(LN2_CODE, 24)).shift_right(LOG2_FRAC))
@@ -845,7 +850,8 @@ class GateUnit(wiring.Component):
 
     Three pipeline registers: ``|x|``, the range check and the index split; the table read
     (one ROM of both tables, ``2 * 2**G`` bases and steps, addressed by ``gelu`` and ``j``);
-    ``h`` (a ``12 x (12 - G)``-bit multiplier and an add) and the sign's ``2**16 - h``.
+    ``h`` (a ``12 x (12 - G)``-bit multiply-add) and the sign's ``2**16 - h``, both in one
+    carry-save tree with one carry propagation.
 
     Latency :data:`GATE_LATENCY` (3) advancing edges (edges with ``o.ready`` high), the one
     that takes the element included. Throughput one element per cycle. Backpressure: ``o.ready``
@@ -931,20 +937,28 @@ class GateUnit(wiring.Component):
                 rest2.eq(rest1),
             ]
 
-        # Stage 3: h = H[j] + (D[j] * f) >> (P - G) <= H[j + 1] <= 2**16; the sign.
-        h = Signal(GATE_BITS)
-        with m.If(outside2):
-            m.d.comb += h.eq(one)
-        with m.Else():
-            m.d.comb += h.eq(base2 + (step2 * rest2).shift_right(low_bits)[:GATE_BITS])
+        # Stage 3: h = H[j] + (D[j] * f) >> (P - G) <= H[j + 1] <= 2**16, and the gate, h or
+        # 2**16 - h for x < 0, in one carry-save tree and one carry propagation. With
+        # A = H[j] * 2**(P - G) + D[j] * f (so h = A >> (P - G)) and s = P - G:
+        # 2**16 - h = (2**(16 + s) + 2**s - 1 - A) >> s, as -floor(A / 2**s) =
+        # floor((2**s - 1 - A) / 2**s). For x < 0 each row v of A enters inverted, ~v = -v - 1,
+        # and a constant makes up the ones and the rest.
+        width = GATE_BITS + low_bits + 2
+        flip = negative2.replicate(width)
+        rows = [Cat(Const(0, low_bits), base2), *partial_products(step2, rest2)]
+        flipped = [
+            widened(m, row, width, f"gate_row{index}") ^ flip for index, row in enumerate(rows)
+        ]
+        complement = (1 << (GATE_FRAC + low_bits)) + (1 << low_bits) - 1 + len(rows)
+        gate_sum = sum_of(m, [*flipped, Const(complement, width) & flip], width, "gate")
         valid3 = Signal()
         gate3 = Signal(GATE_BITS)
         with m.If(advance):
             m.d.sync += valid3.eq(valid2)
-            with m.If(negative2):
-                m.d.sync += gate3.eq(one - h)
+            with m.If(outside2):
+                m.d.sync += gate3.eq(Mux(negative2, 0, one))
             with m.Else():
-                m.d.sync += gate3.eq(h)
+                m.d.sync += gate3.eq(gate_sum[low_bits : low_bits + GATE_BITS])
 
         m.d.comb += [self.o.valid.eq(valid3), self.o.payload.g.eq(gate3)]
 

@@ -303,9 +303,10 @@ class SpecDecPP(_Stateless):
     Here the head is replaced by the trace's acceptance probability ``beta`` (an oracle head),
     optionally degraded by Gaussian noise of standard deviation ``noise`` on the logit (a real
     head is imperfect). Where ``beta`` is unknown the SVIP-style bound ``1 - sqrt(0.2 H)``
-    stands in. "The first step counts as 1" (notes): with ``first_is_one`` the product starts at
-    step 2, i.e. ``a_1 := 1``. The token that crosses the threshold is kept (``LAST``): the head
-    scores a token already drafted, and SpecDec++ stops *after* it.
+    stands in. "The first step counts as 1" (the SpecDec++ paper's convention): with
+    ``first_is_one`` the product starts at step 2, i.e. ``a_1 := 1``. The token that crosses
+    the threshold is kept (``LAST``): the head scores a token already drafted, and SpecDec++
+    stops *after* it.
 
     Parameters
     ----------
@@ -376,7 +377,8 @@ class BanditSpec(_Stateless):
 
     Reward of a round: tokens emitted per second of the round's modelled wall time,
     ``(accepted + 1) / seconds`` (the round's tokens include the target's correction or bonus
-    token; with ``count_bonus=False`` it is ``accepted / seconds`` as the notes phrase it).
+    token; with ``count_bonus=False`` it is ``accepted / seconds`` as the BanditSpec paper
+    phrases it).
 
     Parameters
     ----------

@@ -22,7 +22,7 @@ bisection over a fixed reference sample of the model (200,000 positions, fixed s
 the mean acceptance probability equals the preset's *published acceptance statistic*. Nothing
 is fitted to speedups. The regime lengths, entropy means, slope and noise are modelling
 assumptions (documented in ``docs/traces.md``), the same for every preset, because no public
-source gives per-token draft entropy for these pairs (``drafting-algorithms.md``).
+source gives per-token draft entropy for these pairs (``docs/sources.md``, drafting traces).
 """
 
 from __future__ import annotations
@@ -126,12 +126,12 @@ SPEC_BENCH_ALPHA = alpha_from_tokens_per_step(2.29, 4)
 _SPEC_BENCH = (
     "Spec-Bench (Xia et al. 2024), Vicuna-7B with a small draft model, greedy: 2.29 accepted "
     "tokens per step at draft length 4, i.e. alpha = 0.5962 by inverting "
-    "E = (1 - a**(g+1)) / (1 - a) (the notes round it to 0.6). "
+    "E = (1 - a**(g+1)) / (1 - a) (about 0.6). "
 )
 _QWEN = (
     "Qwen2.5-7B with a Qwen2.5-0.5B draft: per-token rejection 13.7% (code) to 33.5% "
     "(translation); tokens before position 20 reject 33.0% vs 23.8% later "
-    "(drafting-algorithms.md). "
+    "(a published per-token measurement of that pair; docs/sources.md). "
 )
 
 PRESETS: dict[str, Preset] = {

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ahasd.cli.simulate import (
@@ -120,20 +121,23 @@ def _cosim(args) -> int:
     if args.out is not None:
         check_folder(args.out, option="--out", files=COSIM_FILES)
     name = run_name(settings, args.rtl_latency, args.irq)
-    run = run_cosim(
-        {"settings": settings_to_dict(settings), "feedback": args.rtl_latency, "irq": args.irq},
-        model_top_params(settings),
-        run_name=name,
-        build_root=build_root,
-        waves=args.waves,
-    )
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The golden run (~1 s) overlaps the simulator process, which this one only waits for.
+        golden_run = pool.submit(run_model, settings) if args.check else None
+        run = run_cosim(
+            {"settings": settings_to_dict(settings), "feedback": args.rtl_latency, "irq": args.irq},
+            model_top_params(settings),
+            run_name=name,
+            build_root=build_root,
+            waves=args.waves,
+        )
     result = json.loads(run.result_file.read_text())
     summary, stats = result["summary"], result["cosim"]
     stats["run_dir"] = str(run.run_dir)
     stats["waves"] = str(run.waves) if run.waves else None
     status = 0
-    if args.check:
-        golden, golden_log = run_model(settings)
+    if golden_run is not None:
+        golden, golden_log = golden_run.result()
         divergence = first_divergence(golden_log, result["log"])
         stats["identical"] = divergence is None and golden == summary
         stats["first_divergence"] = divergence

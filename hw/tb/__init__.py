@@ -9,7 +9,11 @@ the generated Verilog through these modules, so a port is driven one way everywh
     process and read its results.
 :mod:`ahasd.hw.tb.clocking`
     The clocking discipline (drive after the falling edge, sample in ``ReadOnly``), clock
-    start-up, reset, and a cycle counter for agents that count their clock's cycles.
+    start-up, reset, a cycle counter for agents that count their clock's cycles, and the
+    domain loop that runs every agent of one clock in one coroutine.
+:mod:`ahasd.hw.tb.pins`
+    Integer reads and writes of the design's signals without cocotb's ``LogicArray``
+    (about ten times cheaper than ``handle.value``).
 :mod:`ahasd.hw.tb.streams`
     Stream ports (``x__valid/ready/payload``): packing and unpacking payloads through a
     ``data.StructLayout`` (and nested struct/union layouts), cycle-level drive and sample

@@ -13,7 +13,8 @@ Three levels, all following :mod:`ahasd.hw.tb.clocking`'s discipline:
   :class:`~ahasd.hw.tb.clocking.CycleClock`, giving up after a number of cycles (the
   co-simulation, which drives one transaction at a time);
 - :class:`StreamSource`, :class:`StreamSink`: free-running drivers with random idle and
-  stall cycles (block testbenches).
+  stall cycles (block testbenches), agents of their clock's
+  :class:`~ahasd.hw.tb.clocking.DomainLoop`, through :class:`~ahasd.hw.tb.pins.Pin` s.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import cocotb
 from amaranth.hdl import Shape
 from amaranth.lib import data
-from cocotb.triggers import FallingEdge, ReadOnly
+from cocotb.triggers import ReadOnly
 
-from ahasd.hw.tb.clocking import CycleClock
+from ahasd.hw.tb.clocking import CycleClock, DomainLoop
+from ahasd.hw.tb.pins import pins
 
 __all__ = [
     "StreamPort",
@@ -172,23 +173,35 @@ async def take(port: StreamPort, clock: CycleClock, limit: int) -> int:
 class StreamSource:
     """Drives ``{name}__valid/__payload`` from a queue of payload integers.
 
-    Drives after the falling edge and samples the handshake in the same time step (see
-    :mod:`ahasd.hw.tb.clocking`). ``idle`` is the probability of an idle cycle before
+    An agent of a :class:`~ahasd.hw.tb.clocking.DomainLoop` (``loop``; without one it runs
+    in a loop of its own): drives after the falling edge and samples the handshake in
+    ``ReadOnly`` of the same time step. ``idle`` is the probability of an idle cycle before
     presenting the next item; once ``valid`` is raised the payload is held until the
-    transfer (stream rule).
+    transfer (stream rule). Ports are written only when their value changes.
     """
 
-    def __init__(self, dut: Any, name: str, clock: Any, rng: random.Random, idle: float = 0.0):
-        port = StreamPort(dut, name)
-        self.valid, self.ready, self.payload = port.valid, port.ready, port.payload
-        self.clock = clock
+    def __init__(
+        self,
+        dut: Any,
+        name: str,
+        clock: Any,
+        rng: random.Random,
+        idle: float = 0.0,
+        loop: DomainLoop | None = None,
+    ):
+        self.valid, self.ready, self.payload = pins(
+            dut, f"{name}__valid", f"{name}__ready", f"{name}__payload"
+        )
         self.rng = rng
         self.idle = idle
         self.items: deque[int] = deque()
         self.sent: list[int] = []
         self.presenting = False
-        self.valid.value = 0
-        self._task = cocotb.start_soon(self._run())
+        self.valid.write(0)
+        self.valid_level = 0
+        if loop is None:
+            loop = DomainLoop(clock).start()
+        loop.add(self)
 
     def send(self, payload: int) -> None:
         self.items.append(payload)
@@ -197,22 +210,27 @@ class StreamSource:
     def done(self) -> bool:
         return not self.items and not self.presenting
 
-    async def _run(self) -> None:
-        while True:
-            await FallingEdge(self.clock)
-            if not self.presenting:
-                if self.items and self.rng.random() >= self.idle:
-                    self.payload.value = self.items[0]
-                    self.presenting = True
-                self.valid.value = int(self.presenting)
-            await ReadOnly()
-            if self.presenting and int(self.ready.value):
-                self.sent.append(self.items.popleft())
-                self.presenting = False
+    def drive(self) -> None:
+        if self.presenting:
+            return  # held until taken
+        if self.items and self.rng.random() >= self.idle:
+            self.payload.write(self.items[0])
+            self.presenting = True
+        if self.valid_level != self.presenting:
+            self.valid_level = int(self.presenting)
+            self.valid.write(self.valid_level)
+
+    def sample(self) -> None:
+        if self.presenting and self.ready.read():
+            self.sent.append(self.items.popleft())
+            self.presenting = False
 
 
 class StreamSink:
-    """Drives ``{name}__ready`` high with probability ``1 - stall`` and collects payloads."""
+    """Drives ``{name}__ready`` high with probability ``1 - stall`` and collects payloads.
+
+    An agent of a :class:`~ahasd.hw.tb.clocking.DomainLoop`, like :class:`StreamSource`.
+    """
 
     def __init__(
         self,
@@ -222,24 +240,30 @@ class StreamSink:
         rng: random.Random,
         stall: float = 0.0,
         on_item: Callable[[int], None] | None = None,
+        loop: DomainLoop | None = None,
     ):
-        port = StreamPort(dut, name)
-        self.valid, self.ready, self.payload = port.valid, port.ready, port.payload
-        self.clock = clock
+        self.valid, self.ready, self.payload = pins(
+            dut, f"{name}__valid", f"{name}__ready", f"{name}__payload"
+        )
         self.rng = rng
         self.stall = stall
         self.on_item = on_item
         self.received: list[int] = []
-        self.ready.value = 0
-        self._task = cocotb.start_soon(self._run())
+        self.ready.write(0)
+        self.ready_level = 0
+        if loop is None:
+            loop = DomainLoop(clock).start()
+        loop.add(self)
 
-    async def _run(self) -> None:
-        while True:
-            await FallingEdge(self.clock)
-            self.ready.value = int(self.rng.random() >= self.stall)
-            await ReadOnly()
-            if int(self.valid.value) and int(self.ready.value):
-                item = int(self.payload.value)
-                self.received.append(item)
-                if self.on_item is not None:
-                    self.on_item(item)
+    def drive(self) -> None:
+        level = int(self.rng.random() >= self.stall)
+        if level != self.ready_level:
+            self.ready.write(level)
+            self.ready_level = level
+
+    def sample(self) -> None:
+        if self.ready_level and self.valid.read():
+            item = self.payload.read()
+            self.received.append(item)
+            if self.on_item is not None:
+                self.on_item(item)

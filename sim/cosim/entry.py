@@ -41,11 +41,19 @@ async def cosim(dut):
         irq=bool(job.get("irq")),
     )
     await rtl.start()
-    started = time.perf_counter()
-    summary, log = await bridge(run_model)(settings, BlockingRTLController(rtl))
+    started, cpu_started = time.perf_counter(), time.process_time()
+    controller = BlockingRTLController(rtl)
+
+    def run_and_flush():
+        result = run_model(settings, controller)
+        controller.flush()  # the calls posted after the last one that answered
+        return result
+
+    summary, log = await bridge(run_and_flush)()
     wall = time.perf_counter() - started
     stats = rtl.statistics()
     stats["wall_s"] = wall
+    stats["cpu_s"] = time.process_time() - cpu_started  # the model's thread and the RTL's
     stats["controller_cycles_per_s"] = stats["controller_cycles"] / wall if wall else 0.0
     stats["simulated_cycles_per_s"] = stats["simulated_cycles"] / wall if wall else 0.0
     stats["feedback"] = bool(job.get("feedback"))

@@ -53,7 +53,12 @@ def build_top(params: TopParams, build_root: Path, *, waves: bool = False):
 
     build_dir = Path(build_root) / f"{TOP}-{params.tag()}{'-waves' if waves else ''}"
     runner = build_simulation(
-        lambda: ControllerTop(params), TOP, build_dir, domains=CLOCK_DOMAINS, waves=waves
+        lambda: ControllerTop(params),
+        TOP,
+        build_dir,
+        domains=CLOCK_DOMAINS,
+        waves=waves,
+        design_key=json.dumps(params.as_dict(), sort_keys=True),
     )
     return runner, build_dir
 

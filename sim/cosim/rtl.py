@@ -17,14 +17,15 @@ happens at the rising edge that ends the cycle iff ``valid`` and ``ready`` were 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cocotb.task import resume
 from cocotb.triggers import ReadOnly
 
+from ahasd.hw.tb.build import module_registers
 from ahasd.hw.tb.clocking import CycleClock
+from ahasd.hw.tb.pins import Pin
 from ahasd.hw.tb.streams import receive, send, take
 from ahasd.hw.tb.top import TABLE_CODES, ControllerTopDriver
 from ahasd.hw.tvc import Op
@@ -41,7 +42,10 @@ __all__ = [
 
 #: A gap in NCR up to this many cycles is clocked; a larger one is time-warped.
 WARP_THRESHOLD = 64
-#: Cycles clocked before a warp to show that the design is stationary.
+#: Cycles clocked before the warp's snapshot: registers that follow others one cycle behind
+#: (the TVC's table sums after a table write) catch up first.
+WARP_SETTLE_CYCLES = 1
+#: Cycles clocked after the snapshot to show that the design is stationary.
 WARP_PROOF_CYCLES = 2
 #: Give up waiting for a handshake after this many cycles (a hung design, not a slow one).
 HANDSHAKE_LIMIT = 1000
@@ -104,29 +108,6 @@ class CosimStats:
         }
 
 
-def module_registers(verilog: str) -> list[tuple[str, str]]:
-    """``(instance path below the top, name)`` of every plain ``reg`` of the Verilog text.
-
-    Amaranth names a submodule ``\\top.edc`` and declares each register (and each
-    combinational ``always`` target) as ``reg``; escaped names (``\\$12``) are internal
-    temporaries, memories (``reg [..] x [..]``) are left out (they change only through a
-    write enable, itself a function of the registers kept).
-    """
-    found = []
-    module = None
-    for line in verilog.splitlines():
-        if line.startswith("module "):
-            name = line.split()[1].split("(")[0]
-            module = name.lstrip("\\")
-            continue
-        match = re.match(r"\s+reg (?:\[\d+:\d+\] )?([A-Za-z_][A-Za-z0-9_]*)( \[|\s*=|;)", line)
-        if module is None or not match or match.group(2) == " [":
-            continue
-        path = module.split(".")[1:]  # drop the top's own name
-        found.append((".".join(path), match.group(1)))
-    return found
-
-
 def register_handles(dut, verilog_file: Path) -> list[tuple[str, object]]:
     """cocotb handles of the design's registers (see :func:`module_registers`)."""
     handles = []
@@ -167,7 +148,7 @@ class RTLController:
         self.feedback = feedback
         self.irq = irq
         self.top = ControllerTopDriver(dut, params)
-        self.clock = CycleClock(dut.pim_clk)
+        self.clock = CycleClock(dut.pim_clk, PERIOD_PS)
         self.stats = CosimStats()
         self.clocked_before_run = 0  # cycles of the set-up, not part of the statistics
         self.role = Task.DRAFT
@@ -184,6 +165,9 @@ class RTLController:
             for name, handle in register_handles(dut, verilog_file)
             if name not in COUNTING_REGISTERS
         ]
+        # Read as plain integers: ~800 registers per snapshot, two snapshots per warp; through
+        # handle.value (a LogicArray each) the snapshots were 70% of the run's time.
+        self.register_reads = [Pin(handle).read for _, handle in self.registers]
 
     @property
     def cycle(self) -> int:
@@ -265,17 +249,15 @@ class RTLController:
     async def _tvc_idle(self) -> None:
         """Move to the next cycle in which the TVC takes commands (no LEARN or ASK running).
 
-        Read right after the falling edge: ``cmd.ready`` depends only on registers and on
-        the bus write strobe, none of which changed since the last evaluation.
+        ``cmd.ready`` depends only on registers and on the bus write strobe (idle here), so
+        it changes only at rising edges: one wait for its rise, not one per busy cycle (a
+        LEARN or an ASK keeps the TVC busy for several cycles).
         """
-        for _ in range(HANDSHAKE_LIMIT):
-            await self.clock.next()
-            if int(self.top.tvc.command.ready.value):
-                return
-        raise AssertionError(f"cycle {self.cycle}: the TVC stays busy")
+        if not await self.clock.next_until(self.top.tvc.command.ready, HANDSHAKE_LIMIT):
+            raise AssertionError(f"cycle {self.cycle}: the TVC stays busy")
 
     def _snapshot(self) -> list[int]:
-        return [int(handle.value) for _, handle in self.registers]
+        return [read() for read in self.register_reads]
 
     async def _align_ncr(self, model_cycle: int) -> int:
         """Make NCR in the current cycle what the model's NCR is at ``model_cycle``.
@@ -293,6 +275,7 @@ class RTLController:
         if 0 < gap <= WARP_THRESHOLD:
             await self.clock.next(gap)
         elif gap > WARP_THRESHOLD:
+            await self.clock.next(WARP_SETTLE_CYCLES)
             before = self._snapshot()
             await self.clock.next(WARP_PROOF_CYCLES)
             after = self._snapshot()
@@ -307,7 +290,7 @@ class RTLController:
                     f"cycle {self.cycle}: time warp refused, the design is not stationary "
                     f"(registers changed: {', '.join(changed[:10])})"
                 )
-            if counted != min(now + WARP_PROOF_CYCLES, self.ncr_max):
+            if counted != min(now + WARP_SETTLE_CYCLES + WARP_PROOF_CYCLES, self.ncr_max):
                 raise AssertionError(f"cycle {self.cycle}: NCR counted {now} -> {counted}")
             skipped = target - counted
             # Counting `skipped` more cycles from `counted` gives (saturating) exactly this.
@@ -472,18 +455,43 @@ class RTLController:
 
 
 class BlockingRTLController:
-    """:class:`RTLController` as the engine sees it: blocking calls from a bridged thread."""
+    """:class:`RTLController` as the engine sees it: blocking calls from a bridged thread.
+
+    Each switch from the model's thread to the simulator's and back costs more than the
+    simulator spends on a call. A call that answers nothing (``edc_verify``, ``tvc_learn``,
+    ``tvc_npu_start``, ``tvc_npu_done``) cannot change what the model does next, so it is
+    posted and run, in order, together with the next call that answers: one switch for the
+    batch. The RTL sees the same calls in the same order with the same arguments (the model
+    cycles they carry included); a failure in a posted call surfaces at that next call, and
+    :meth:`flush` runs what is left at the end of the run.
+    """
 
     def __init__(self, rtl: RTLController):
         self.rtl = rtl
-        self._calls = {}
+        self._posted: list[tuple[str, tuple]] = []
+        self._run = resume(self._run_async)
+
+    async def _run_async(self, posted: list, name: str | None, args: tuple):
+        for posted_name, posted_args in posted:
+            await getattr(self.rtl, f"{posted_name}_async")(*posted_args)
+        if name is None:
+            return None
+        return await getattr(self.rtl, f"{name}_async")(*args)
 
     def _call(self, name: str, *args):
         self.rtl.stats.calls += 1
-        method = self._calls.get(name)
-        if method is None:
-            method = self._calls[name] = resume(getattr(self.rtl, f"{name}_async"))
-        return method(*args)
+        posted, self._posted = self._posted, []
+        return self._run(posted, name, args)
+
+    def _post(self, name: str, *args) -> None:
+        self.rtl.stats.calls += 1
+        self._posted.append((name, args))
+
+    def flush(self) -> None:
+        """Run the posted calls now."""
+        if self._posted:
+            posted, self._posted = self._posted, []
+            self._run(posted, None, ())
 
     def edc_full(self) -> bool:
         return self._call("edc_full")
@@ -492,16 +500,16 @@ class BlockingRTLController:
         return self._call("edc_draft", entropy_sum, length)
 
     def edc_verify(self, full: bool, entropy_sum: int, accepted: int) -> None:
-        self._call("edc_verify", full, entropy_sum, accepted)
+        self._post("edc_verify", full, entropy_sum, accepted)
 
     def tvc_learn(self, table: str, cycles: int, length: int) -> None:
-        self._call("tvc_learn", table, cycles, length)
+        self._post("tvc_learn", table, cycles, length)
 
     def tvc_npu_start(self, l_kv: int, cycle: int) -> None:
-        self._call("tvc_npu_start", l_kv, cycle)
+        self._post("tvc_npu_start", l_kv, cycle)
 
     def tvc_npu_done(self, cycle: int) -> None:
-        self._call("tvc_npu_done", cycle)
+        self._post("tvc_npu_done", cycle)
 
     def tvc_ask(self, available: int, cycle: int) -> int:
         return self._call("tvc_ask", available, cycle)

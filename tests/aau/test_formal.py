@@ -237,8 +237,8 @@ def test_leading_one_proof_fails_on_planted_bug():
 
 EXP_TABLE_BITS = 3
 TOO_STEEP = (
-    "interpolation = (step2 * rest2).shift_right(r_bits)[:MANTISSA_BITS]",
-    "interpolation = (step2 * rest2).shift_right(r_bits - 1)[:MANTISSA_BITS]",
+    "mantissa_sum = step2 * rest2 +",
+    "mantissa_sum = 2 * step2 * rest2 +",
 )
 
 
@@ -406,8 +406,8 @@ def test_log_proofs_fail_on_planted_bugs():
     )
     too_steep = mutant(
         LogUnit,
-        "fraction = (base2 + (step2 * rest2).shift_right(r_bits))[:LOG2_FRAC]",
-        "fraction = (base2 + (step2 * rest2).shift_right(r_bits - 1))[:LOG2_FRAC]",
+        "fraction_sum = step2 * rest2 +",
+        "fraction_sum = 2 * step2 * rest2 +",
     )
     fails(
         LogMonotonic(too_steep),
@@ -744,11 +744,11 @@ def test_gate_latency_and_stall():
         # the interpolation one bit too steep: g jumps down at a segment boundary
         (
             "monotonic",
-            "h.eq(base2 + (step2 * rest2).shift_right(low_bits)[:GATE_BITS])",
-            "h.eq(base2 + (step2 * rest2).shift_right(low_bits - 1)[:GATE_BITS])",
+            "*partial_products(step2, rest2)]",
+            "*partial_products(step2, Cat(Const(0, 1), rest2))]",
         ),
         # the sign's 2**16 - h forgotten
-        ("symmetric", "m.d.sync += gate3.eq(one - h)", "m.d.sync += gate3.eq(h)"),
+        ("symmetric", "flip = negative2.replicate(width)", "flip = Const(0, width)"),
     ],
     ids=["steep", "sign"],
 )

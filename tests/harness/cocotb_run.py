@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from ahasd.hw.blocks import lookup
-from ahasd.hw.tb.build import build_simulation, run_simulation
+from ahasd.hw.tb.build import build_simulation, run_simulation, source_digest
 
 from .seeds import choose_seed
 
@@ -91,8 +91,16 @@ def run_cocotb(
     _prepare_tools(sim)
     waves = os.environ.get("WAVES") == "1"
     build_dir = BUILD / sim / f"{top}-{tag}{'-waves' if waves else ''}"
+    # The component may be a wrapper defined beside the tests: their code is in the key.
+    design_key = f"{tag}\n{_params_json(params)}\n{source_digest(TESTS)}"
     runner = build_simulation(
-        component, top, build_dir, domains=domains, simulator=sim, waves=waves
+        component,
+        top,
+        build_dir,
+        domains=domains,
+        simulator=sim,
+        waves=waves,
+        design_key=design_key,
     )
 
     seed = choose_seed() if seed is None else seed

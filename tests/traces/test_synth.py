@@ -1,6 +1,6 @@
 """Synthetic generator: calibration against the cited acceptance figures, shape, determinism.
 
-Expected values come from the sources in ``drafting-algorithms.md`` (Spec-Bench: 2.29 accepted
+Expected values come from the sources in ``docs/sources.md`` (Spec-Bench: 2.29 accepted
 tokens per step at draft length 4; Qwen2.5 0.5B/7B: rejection 23.8% later, 33.0% before token
 20, 13.7% code, 33.5% translation), not from the generator.
 """
