@@ -123,6 +123,7 @@ LEVELS = {
 }
 
 
+SOFT_RESET_EVERY = 700  # CPU accesses between two scheduled soft resets
 FILL_EVERY = 1500  # EDC events between two directed fills (see Stimulus.filling)
 
 
@@ -714,6 +715,7 @@ class TB:
         self.clock = CycleClock(dut.pim_clk)
         self.script_done = False
         self.cpu_done = False
+        self.random_accesses = 0
 
     async def start(self) -> None:
         self.driver.start_clocks(PERIODS_PS)
@@ -795,8 +797,12 @@ class TB:
 
     async def random_access(self) -> None:
         rng, stimulus = self.stimulus.rng, self.stimulus
+        self.random_accesses += 1
         roll = rng.random()
-        if roll < 0.03:
+        if self.random_accesses % SOFT_RESET_EVERY == 0:
+            # Besides the random ones: every seed resets during the traffic a few times.
+            await self.access("write", "SOFT_RESET", rng.randrange(1, 8))
+        elif roll < 0.03:
             name, value = stimulus.random_write()
             await self.access("write", name, value, rng.choice([0xF, 0xF, 0xF, rng.randrange(16)]))
         elif roll < 0.04:
