@@ -123,7 +123,7 @@ LEVELS = {
 }
 
 
-SOFT_RESET_EVERY = 700  # CPU accesses between two scheduled soft resets
+SOFT_RESET_EVERY = 500  # CPU accesses between two scheduled soft resets
 FILL_EVERY = 1500  # EDC events between two directed fills (see Stimulus.filling)
 
 
