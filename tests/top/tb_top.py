@@ -467,7 +467,9 @@ class Stimulus:
             length = rng.randrange(1, max_length + 1)
             return EdcEvent("draft", (0, length), edc.draft_bits(0, length), rng.randrange(1, 5))
         verify_share = 0.2 + 0.6 * llr / p.llr_max
-        if not self.filling and (full or rng.random() < verify_share):
+        # Full and not probing: a VERIFY, never a DRAFT (a DRAFT that is not a probe would
+        # wait for a slot that only a later event can free).
+        if full or (not self.filling and rng.random() < verify_share):
             if llr == 0 and rng.random() < 0.9:
                 pass  # mostly avoid the protocol error; draft instead
             else:
