@@ -3,11 +3,12 @@
 Three free-running clocks (``pim``, ``npu``, ``cpu``) with periods from ``AHASD_CLOCKS``
 (picoseconds, ``pim:npu:cpu``). Random valid/ready patterns with idle and backpressure
 phases drive all three queues at once; the draft queue's reader bumps its epoch at random
-(a rejection) and its writer learns the new epoch late, as through the feedback path, so
-entries of stale epochs are in flight. The golden scoreboards of ``ahasd.golden.queues``
-check that every non-stale entry comes out once, in order and intact, that no stale entry
-comes out and that the plain queues drop nothing; monitors check that levels never exceed
-the depth and that the writer is only back-pressured when the queue is full.
+after reading a draft of its current epoch (a rejection) and its writer learns the new
+epoch late, as through the feedback path, so entries of stale epochs are in flight. The
+golden scoreboards of ``ahasd.golden.queues`` check that every non-stale entry comes out
+once, in order and intact, that no stale entry comes out and that the plain queues drop
+nothing; monitors check that levels never exceed the depth and that the writer is only
+back-pressured when the queue is full.
 
 Functional coverage (``harness/coverage.py``, one group per clock ratio): every queue full
 (its writer's level at the depth) and drained empty again (its reader's level back at 0),
@@ -170,13 +171,26 @@ class DraftReader:
         )
         self.ready_level = 0
         self.epoch_level = 0
+        self.verified = False
+        self.bump_per_verified_draft = min(0.05, 1 / (2 * tb.params.draft_depth))
         self.ready.write(0)
 
     def drive(self) -> None:
         tb, rng = self.tb, self.rng
         if rng.random() < 0.002:  # a new phase: mostly reading, or mostly stalling
             tb.reader_stall = rng.choice([0.0, 0.2, 0.9, 1.0])
-        if tb.bumps_enabled and rng.random() < 0.01 and tb.bump_is_unambiguous():
+        # A rejection is the verdict on a draft just read: the reader bumps its epoch only
+        # in the cycle after taking an entry of the current epoch. A bump squashes up to a
+        # full queue when the writer is the faster side, so at most one bump per
+        # 2 * depth verified drafts keeps most drafts delivered at every clock ratio (a
+        # bump on a timer squashed 78 % of a run at 7:3, seed 722242568).
+        verified, self.verified = self.verified, False
+        if (
+            tb.bumps_enabled
+            and verified
+            and rng.random() < self.bump_per_verified_draft
+            and tb.bump_is_unambiguous()
+        ):
             tb.reader_epoch += 1
             tb.bumps += 1
         epoch = tb.reader_epoch & tb.epoch_mask
@@ -196,6 +210,7 @@ class DraftReader:
             if entry["epoch"] != real & tb.epoch_mask:
                 tb.errors.append(f"read {entry}: expected an entry of epoch {real}")
             tb.draft_board.read({**entry, "epoch": real}, tb.reader_epoch)
+            self.verified = real == tb.reader_epoch
         if self.squashed.read():
             tb.squashed += 1
             tb.in_queue.popleft()
@@ -401,7 +416,7 @@ async def random_traffic(dut):
     assert tb.preverify_board.delivered == ENTRIES
     # The traffic exercised what it claims to: squashes happened, every queue filled up and
     # drained again several times (at this clock ratio), and most drafts got through.
-    assert board.delivered > ENTRIES // 4, (board.delivered, board.dropped)
+    assert board.delivered > ENTRIES // 4, (board.delivered, board.dropped, tb.bumps)
     if board.dropped:
         coverage.sample("draft squash")
     coverage.write()
