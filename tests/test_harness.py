@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from amaranth.hdl import Module, Signal
 from harness.amaranth_sim import simulate
-from harness.formal import run_in_own_group
+from harness.processes import run_in_own_group
 
 
 def _counter():

@@ -9,11 +9,8 @@ solver's summary and the path of the counterexample trace.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +18,8 @@ from typing import Any
 
 import pytest
 from amaranth.back import rtlil
+
+from harness.processes import run_in_own_group
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "formal"
@@ -129,43 +128,6 @@ def check(
             f"traces under {workdir / name}\n{summary or output[-4000:]}",
             pytrace=False,
         )
-
-
-def run_in_own_group(
-    command: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float
-) -> tuple[int | None, str]:
-    """Run ``command`` in a process group of its own; ``(exit status, output)``, or
-    ``(None, output so far)`` when it outlives ``timeout_s``.
-
-    sby starts yosys and the solvers as children of its own; killing sby alone leaves them
-    running (orphans that hold a core each). On a timeout, or when this process is
-    interrupted, the whole group is killed and reaped.
-    """
-    process = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=timeout_s)
-        return process.returncode, output
-    except subprocess.TimeoutExpired:
-        _kill_group(process)
-        output, _ = process.communicate()
-        return None, output
-    except BaseException:
-        _kill_group(process)
-        process.communicate()
-        raise
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
 
 
 def mutation_mode():
