@@ -23,20 +23,30 @@ The method of YosysHQ's MCY, with the tools the project already installs. For ea
    of whose formal checks holds the netlist (the AAU, the top) gets the cocotb tier only.
 
 The unmutated netlist (mutant 0) runs first through both tiers and must pass, which also
-finds which formal checks apply. Survivors are compared with ``equivalent.toml``: a mutant
-listed there, with the argument why no test can observe it, counts as equivalent; any other
-survivor is a hole in the tests. The Amaranth-simulator tier simulates the Python
+finds which formal checks apply (with ``--first-kill`` the formal tier's unmutated run waits
+until a mutant survives the cocotb tier). Survivors are compared with ``equivalent.toml``: a
+mutant listed there, with the argument why no test can observe it, counts as equivalent; any
+other survivor is a hole in the tests. The Amaranth-simulator tier simulates the Python
 description, not a netlist, so it cannot run a Yosys mutant.
+
+A full campaign keeps its outcome in ``record.json`` (per block: the netlist's fingerprint,
+the list's seed and length, and for each mutant the tier and the formal checks that killed
+it); commit it with the change that made it. ``--sample K`` (what ``make test`` runs) draws
+K of the mutants that record says were killed and runs each through only what killed it:
+the cocotb testbench, or the formal checks that failed; one that survives now fails the
+sample, naming the check that no longer catches it. The unmutated netlist still runs the
+testbench first (a testbench failing on every netlist would kill every mutant); the
+unmutated formal checks are the suite's formal tier. A sample of a netlist the record does
+not hold (the RTL changed since) is evaluated as a campaign, and says so.
 
 Usage (from the repository root; ``make mutate`` runs the full campaign)::
 
-    .venv/bin/python tests/mutation/run.py [--blocks edc tvc] [--count 40] [--seed 1]
+    .venv/bin/python tests/mutation/run.py [--blocks edc tvc] [--count 20] [--seed 1]
         [--sample K [--sample-seed S]] [--first-kill] [--jobs 2]
         [--report build/mutation/report.md]
 
-``--sample K`` runs K of the listed mutants per block, drawn with ``--sample-seed`` (fresh
-and printed when omitted); ``--first-kill`` stops a mutant's evaluation at the first tier
-that kills it (``make test`` runs a sample so). Exit status 1 if a non-equivalent mutant
+``--sample-seed`` is fresh and printed when omitted; ``--first-kill`` stops a mutant's
+evaluation at the first tier that kills it. Exit status 1 if a non-equivalent mutant
 survives (or the unmutated netlist fails).
 """
 
@@ -49,9 +59,8 @@ import json
 import os
 import random
 import re
-import signal
-import subprocess
 import sys
+import threading
 import time
 import tomllib
 from collections.abc import Callable
@@ -63,6 +72,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 BUILD = ROOT / "build" / "mutation"
 EQUIVALENT = Path(__file__).with_name("equivalent.toml")
+# The outcome of the last full campaign of each block (what `--sample` checks against).
+RECORD = Path(__file__).with_name("record.json")
 MUTSEL_BITS = 10  # up to 1023 mutants per block
 TIERS = ("cocotb", "formal")
 
@@ -72,6 +83,7 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 netlist = importlib.import_module("mutation.netlist")
 small_params = importlib.import_module("harness.small_params")
+processes = importlib.import_module("harness.processes")
 
 
 @dataclass(frozen=True)
@@ -192,6 +204,8 @@ class Mutant:
     cocotb: str = "not run"  # killed, hung, survived, not run
     formal: str = "not run"  # killed, survived, not run
     formal_detail: str = ""
+    # The failing checks: ``{"node", "check", "seconds"}``, seconds the unmutated run's.
+    formal_kills: list[dict] = field(default_factory=list)
     outcome: str = "not run"  # killed, survived, equivalent
     reason: str = ""
     seconds: float = 0.0
@@ -404,35 +418,12 @@ def run_cocotb_worker(block: str, number: int, seed: int, workdir: Path) -> int:
 def run_cocotb(block: str, target: Target, mutant: Mutant, seed: int) -> str:
     """``killed``, ``hung`` or ``survived``: the cocotb tier on one mutant."""
     command = [sys.executable, __file__, "--worker", block, str(mutant.number), "--seed", str(seed)]
-    returncode = _run_group(command, target.timeout_s, dict(os.environ))
+    returncode, _ = processes.run_in_own_group(
+        command, cwd=ROOT, env=dict(os.environ), timeout_s=target.timeout_s, capture=False
+    )
     if returncode is None:
         return "hung"
     return "survived" if returncode == 0 else "killed"
-
-
-def _run_group(command: list[str], timeout_s: float, env: dict[str, str]) -> int | None:
-    """Run ``command`` in a process group of its own; None if it outlives ``timeout_s``
-    (then the whole group, simulators and solvers included, is killed)."""
-    process = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        return process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        return None
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise
 
 
 # -- the formal tier -----------------------------------------------------------------------
@@ -489,7 +480,7 @@ def run_formal(
     env = {**os.environ, "AHASD_MUTANT": str(workdir / "mutant.json")}
     env.pop("PYTEST_ADDOPTS", None)
     limit = 4 * 3600 if plan is None else sum(plan.timeouts().values()) + 120
-    _run_group(command, limit, env)
+    processes.run_in_own_group(command, cwd=ROOT, env=env, timeout_s=limit, capture=False)
     if not record.exists():
         return []
     return [json.loads(line) for line in record.read_text().splitlines() if line]
@@ -520,6 +511,48 @@ def load_equivalent(block: str) -> dict[str, str]:
     return {" ".join(entry["mutation"].split()): entry["reason"] for entry in entries}
 
 
+def recorded(block: str, fingerprint: str, count: int, seed: int) -> dict[str, dict] | None:
+    """``{mutation key: its record}`` from the last full campaign of ``block`` (RECORD), if
+    that campaign mutated this very netlist with the same list; None otherwise."""
+    if not RECORD.exists():
+        return None
+    entry = json.loads(RECORD.read_text()).get("blocks", {}).get(block)
+    if entry is None or (entry["netlist"], entry["count"], entry["seed"]) != (
+        fingerprint,
+        count,
+        seed,
+    ):
+        return None
+    return {mutant["mutation"]: mutant for mutant in entry["mutants"]}
+
+
+def write_record(
+    block: str, fingerprint: str, count: int, seed: int, tiers: tuple[str, ...], mutants
+) -> None:
+    """Keep the outcome of a full campaign of ``block`` in RECORD (other blocks' entries
+    stay): which tier killed each mutant and, for the formal tier, which checks."""
+    found = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    blocks = found.get("blocks", {})
+    blocks[block] = {
+        "netlist": fingerprint,
+        "count": count,
+        "seed": seed,
+        "tiers": list(tiers),
+        "mutants": [
+            {
+                "number": m.number,
+                "mutation": m.key,
+                "outcome": m.outcome,
+                "killed_by": m.killed_by,
+                "formal_kills": m.formal_kills,
+            }
+            for m in mutants
+        ],
+    }
+    text = json.dumps({"schema": "ahasd-mutation-record/1", "blocks": blocks}, indent=1)
+    RECORD.write_text(text + "\n")
+
+
 def campaign(
     block: str,
     count: int,
@@ -530,48 +563,76 @@ def campaign(
     first_kill: bool,
     jobs: int,
 ) -> list[Mutant]:
+    """Evaluate ``block``'s mutants (all of them, or a sample) and return them.
+
+    A sample of a netlist that RECORD holds a full campaign of is drawn from the mutants
+    that campaign killed, and each runs only the tier, and of the formal tier only the
+    checks, that killed it then: a mutant that survives them now shows a check that has
+    lost its teeth. Any other sample is evaluated as a campaign would evaluate it.
+    """
     target = _targets()[block]
     workdir = BUILD / block
     fingerprint, mutants = prepare(block, target, count, seed, workdir)
+    history = recorded(block, fingerprint, count, seed) if sample is not None else None
     chosen = mutants
     if sample is not None:
-        picked = random.Random(f"{sample_seed}:{block}").sample(mutants, min(sample, count))
+        pool = mutants
+        if history is not None:
+            pool = [m for m in mutants if history.get(m.key, {}).get("outcome") == "killed"]
+        else:
+            print(
+                f"{block}: {RECORD.name} holds no campaign of this netlist (list seed {seed}, "
+                f"{count} mutants): the sample is evaluated as a campaign",
+                flush=True,
+            )
+        picked = random.Random(f"{sample_seed}:{block}").sample(pool, min(sample, len(pool)))
         chosen = sorted(picked, key=lambda mutant: mutant.number)
     print(
         f"{block}: netlist {fingerprint}, {len(mutants)} mutants listed, running "
         f"{', '.join(str(m.number) for m in chosen)}",
         flush=True,
     )
-    plan = None
     if "cocotb" in tiers:
         cocotb_verilog(block, mutants, workdir)
         build(block, workdir)
+        # Also what makes a kill mean something: a testbench that failed on every netlist
+        # would kill every mutant.
         if run_cocotb(block, target, Mutant(0, "none"), seed) != "survived":
             raise RuntimeError(
                 f"{block}: the unmutated netlist fails its shortened testbench; see "
                 f"{workdir / 'cocotb'}"
             )
-    if "formal" in tiers:
-        plan = formal_plan(run_formal(block, target, fingerprint, None, None), block)
-        if plan is None:
-            tiers = tuple(tier for tier in tiers if tier != "formal")
-            print(f"{block}: no formal check holds this netlist; cocotb tier only", flush=True)
-        else:
-            print(f"{block}: formal checks on this netlist: {', '.join(plan.nodes)}", flush=True)
+    plan = LazyPlan(block, target, fingerprint, "formal" in tiers and history is None)
+    if not first_kill:
+        plan.get()
     equivalent = load_equivalent(block)
 
     def evaluate(mutant: Mutant) -> Mutant:
         started = time.monotonic()
-        if "cocotb" in tiers:
-            mutant.cocotb = run_cocotb(block, target, mutant, seed)
-        if "formal" in tiers and not (first_kill and mutant.cocotb in ("killed", "hung")):
-            records = run_formal(block, target, fingerprint, mutant, plan)
-            failed = [r for r in records if r["applies"] and r["outcome"] != "passed"]
-            mutant.formal = "killed" if failed else "survived"
-            mutant.formal_detail = "; ".join(f"{r['check']}: {r['outcome']}" for r in failed)
+        if history is not None:
+            then = history[mutant.key]
+            if "cocotb" in then["killed_by"]:
+                mutant.cocotb = run_cocotb(block, target, mutant, seed)
+            else:
+                kills = then["formal_kills"]
+                guided = FormalPlan(
+                    sorted({k["node"] for k in kills}), {k["check"]: k["seconds"] for k in kills}
+                )
+                formal_tier(mutant, block, target, fingerprint, guided)
+        else:
+            if "cocotb" in tiers:
+                mutant.cocotb = run_cocotb(block, target, mutant, seed)
+            if not (first_kill and mutant.cocotb in ("killed", "hung")) and plan.get():
+                formal_tier(mutant, block, target, fingerprint, plan.get())
         mutant.seconds = time.monotonic() - started
         if mutant.killed_by != "-":
             mutant.outcome = "killed"
+        elif history is not None:
+            mutant.outcome = "survived"
+            mutant.reason = (
+                f"{RECORD.name} has it killed by the {history[mutant.key]['killed_by']} tier; "
+                "it survives that tier now"
+            )
         elif mutant.key in equivalent:
             mutant.outcome, mutant.reason = "equivalent", equivalent[mutant.key]
         else:
@@ -579,17 +640,68 @@ def campaign(
         print(
             f"{block} mutant {mutant.number}: {mutant.outcome} (cocotb {mutant.cocotb}, "
             f"formal {mutant.formal}{': ' + mutant.formal_detail if mutant.formal_detail else ''}"
-            f"; {mutant.seconds:.0f} s) {mutant.where}",
+            f"; {mutant.seconds:.0f} s) {mutant.where}"
+            + (f"; {mutant.reason}" if mutant.outcome == "survived" and mutant.reason else ""),
             flush=True,
         )
         return mutant
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(evaluate, chosen))
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool_of_workers:
+        list(pool_of_workers.map(evaluate, chosen))
     stale = set(equivalent) - {m.key for m in mutants}
     for key in sorted(stale):
         print(f"{block}: equivalent.toml lists a mutant this netlist does not have: {key}")
+    if sample is None:
+        write_record(block, fingerprint, count, seed, plan.tiers(tiers), chosen)
     return chosen
+
+
+def formal_tier(
+    mutant: Mutant, block: str, target: Target, fingerprint: str, plan: FormalPlan
+) -> None:
+    """Run ``plan``'s checks on ``mutant``; its formal verdict and the checks that failed."""
+    records = run_formal(block, target, fingerprint, mutant, plan)
+    failed = [r for r in records if r["applies"] and r["outcome"] != "passed"]
+    mutant.formal = "killed" if failed else "survived"
+    mutant.formal_detail = "; ".join(f"{r['check']}: {r['outcome']}" for r in failed)
+    mutant.formal_kills = [
+        {"node": r["node"], "check": r["check"], "seconds": plan.seconds.get(r["check"], 60.0)}
+        for r in failed
+    ]
+
+
+class LazyPlan:
+    """The formal plan (the unmutated netlist through every formal check of the block),
+    made the first time a mutant needs it: with ``--first-kill`` a campaign whose mutants
+    all fall to the cocotb tier never pays for it."""
+
+    def __init__(self, block: str, target: Target, fingerprint: str, wanted: bool) -> None:
+        self.block, self.target, self.fingerprint = block, target, fingerprint
+        self.wanted = wanted
+        self.made = False
+        self.plan: FormalPlan | None = None
+        self.lock = threading.Lock()
+
+    def get(self) -> FormalPlan | None:
+        if not self.wanted:
+            return None
+        with self.lock:
+            if not self.made:
+                records = run_formal(self.block, self.target, self.fingerprint, None, None)
+                self.plan = formal_plan(records, self.block)
+                self.made = True
+                if self.plan is None:
+                    print(f"{self.block}: no formal check holds this netlist; cocotb tier only")
+                else:
+                    nodes = ", ".join(self.plan.nodes)
+                    print(f"{self.block}: formal checks on this netlist: {nodes}", flush=True)
+            return self.plan
+
+    def tiers(self, tiers: tuple[str, ...]) -> tuple[str, ...]:
+        """The tiers that ran: the formal tier only if some check holds the netlist."""
+        if self.made and self.plan is None:
+            return tuple(tier for tier in tiers if tier != "formal")
+        return tiers
 
 
 def report(results: dict[str, list[Mutant]], path: Path, seed: int, count: int) -> str:
