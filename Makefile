@@ -20,7 +20,7 @@ help:
 	@echo "                regime map: build/reproduce/report.md (resumable)"
 	@echo "make bench  benchmarks (builds, co-simulation, cocotb edges/s, sweep runs/s, make test, ...), each beside the last run's"
 	@echo "make regress SEEDS=N [SEED0=S] [BLOCKS=...]  the random cocotb tiers on N seeds"
-	@echo "make mutate [MUTANTS=N]  mutation testing of EDC, TVC, GTSU and the queues"
+	@echo "make mutate [MUTANTS=N] [MUTATE_BLOCKS=...]  mutation campaign per block (writes tests/mutation/record.json)"
 	@echo "make clean  remove build outputs (keeps .venv)"
 
 $(STAMP): pyproject.toml
@@ -62,29 +62,38 @@ $(TEST_STAMP): $(STAMP)
 PYTEST_WORKERS ?= 2
 
 # After the suite: the fast random tiers of the controller blocks on two fresh seeds more
-# (printed; replay with AHASD_SEED). A seeded mutant sample (run.py --sample) joins this
-# once no non-equivalent mutant survives (docs/verification.md).
+# (printed; replay with AHASD_SEED), then a mutant sample: per block MUTATION_SAMPLE of the
+# mutants the recorded campaign killed (tests/mutation/record.json), each run through the
+# tier that killed it; one that survives now fails the test (docs/verification.md).
+MUTATION_SAMPLE ?= 2
 test: lint $(TEST_STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS)
 	$(BIN)/python tests/harness/regress.py --seeds 2 --tier fast --blocks edc tvc queues gtsu \
 		--workers $(PYTEST_WORKERS)
+	$(BIN)/python tests/mutation/run.py --sample $(MUTATION_SAMPLE) --first-kill \
+		--blocks edc tvc queues gtsu --count $(MUTANTS) --seed $(MUTATION_SEED) \
+		--jobs $(PYTEST_WORKERS) --report build/mutation/sample.md
 
 # The random cocotb tiers on SEEDS seeds: fresh ones (printed) unless SEED0 is given; each
 # failure is listed with the command that replays it. QUICK=1 shortens every testbench run.
 SEEDS ?= 5
 SEED0 ?=
-BLOCKS ?= edc tvc queues gtsu aau top
+BLOCKS ?= edc tvc queues gtsu aau top axi_lite
 QUICK ?=
 regress: $(TEST_STAMP)
 	$(BIN)/python tests/harness/regress.py --seeds $(SEEDS) $(if $(SEED0),--seed0 $(SEED0)) \
 		--blocks $(BLOCKS) $(if $(QUICK),--quick) --workers $(PYTEST_WORKERS)
 
 # Mutation testing (tests/mutation/run.py): MUTANTS per block, each against the block's
-# cocotb testbench and its formal checks; the table goes to build/mutation/report.md.
-MUTANTS ?= 40
+# cocotb testbench and its formal checks (FIRST_KILL=1: formal only where cocotb missed);
+# the table goes to build/mutation/report.md, the outcome to tests/mutation/record.json.
+MUTANTS ?= 20
 MUTATION_SEED ?= 1
+MUTATE_BLOCKS ?= edc tvc queues gtsu aau top
+FIRST_KILL ?=
 mutate: $(TEST_STAMP)
 	$(BIN)/python tests/mutation/run.py --count $(MUTANTS) --seed $(MUTATION_SEED) \
+		--blocks $(MUTATE_BLOCKS) $(if $(FIRST_KILL),--first-kill) \
 		--report build/mutation/report.md
 
 bench: $(STAMP)

@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCKS = ("edc", "tvc", "queues", "gtsu", "aau", "top")
+BLOCKS = ("edc", "tvc", "queues", "gtsu", "aau", "top", "axi_lite")
 TIERS = {
     # The tiers whose stimulus depends on the seed.
     "cocotb": "cocotb",
