@@ -1,14 +1,12 @@
 """cocotb testbench of the TVC on its generated Verilog, against the golden model.
 
-One coroutine does everything, once per clock cycle: it drives the command and write ports
-and ``ans.ready`` after the falling edge, then samples in ``ReadOnly`` (see
-``harness/tb.py``). Random traffic: presets and ``N_max`` writes, ``LEARN`` (rarely with
-``length == 0``), ``NPU_START``/``NPU_DONE`` and ``ASK`` with log-uniform values so that every
-outcome occurs (no NPU task, no room, empty PVCT, clamp, quotient, saturated quotient).
-Commands are often presented while the block is busy (they must wait, not vanish), writes
-collide with commands, and the answer port stalls at random. Directed sequences, spread over
-the run, aim at the corners random values rarely reach: an ``ASK`` accepted in the very cycle
-its ``C_left`` is -1, 0 and +1 (with ``sum(PVCT)`` zero and not), a saturated ``C_npu``, a
+Random traffic: presets and ``N_max`` writes, ``LEARN`` (rarely with ``length == 0``),
+``NPU_START``/``NPU_DONE`` and ``ASK`` with log-uniform values so that every outcome occurs
+(no NPU task, no room, empty PVCT, clamp, quotient, saturated quotient). Commands are often
+presented while the block is busy (they must wait, not vanish), writes collide with
+commands, and the answer port stalls at random. Directed sequences, spread over the run,
+aim at the corners random values rarely reach: an ``ASK`` accepted in the very cycle its
+``C_left`` is -1, 0 and +1 (with ``sum(PVCT)`` zero and not), a saturated ``C_npu``, a
 ``LEARN`` that saturates and one with ``length == 0``. Functional coverage
 (``harness/coverage.py``) counts those bins and every answer outcome; a run that leaves a
 bin below its required count fails naming it.
@@ -18,9 +16,32 @@ cycle, in acceptance order. Checked: each answer (``n`` and ``C_left``) against 
 ``terms`` of that ``ASK``; the table entries and ``N_max`` through the read port in every idle
 cycle (round robin); ``ncr``, ``npu_busy`` and ``error`` against the golden model whenever no
 ``LEARN`` is in progress (the RTL raises ``error`` for a bad ``LEARN`` when the ``LEARN``
-completes, the golden model at once); ready low while busy; the ``ASK`` latency (acceptance
-to answer valid) and the ``LEARN`` latency (acceptance to the entry being in its table)
-against the 40-cycle targets.
+completes, the golden model at once): at every accepted command, every 16th idle cycle and
+right after every ``LEARN``; ``cmd.ready`` and ``wr.ready`` low in every cycle
+while the block is busy; ``busy`` low whenever no ``LEARN`` or ``ASK`` is in progress; no
+answer without an ``ASK``, and the answer held until it is taken; the ``ASK`` latency
+(acceptance to answer valid) and the ``LEARN`` latency (acceptance to the entry being in
+its table) against the 40-cycle target and against the exact latency ``hw/tvc.py``
+documents (``4`` or ``4 + divider_cycles["ask"]``; ``2`` or ``2 + divider_cycles["learn"]``),
+which the Amaranth tier asserts too: a late answer well within 40 cycles is still a bug.
+
+How it stays fast (``docs/performance.md``, "Testbenches"): one coroutine drives and
+samples, through :class:`~ahasd.hw.tb.pins.Pin` s, and writes a port only when its value
+changes. An idle cycle in which nothing is presented costs one wake-up, at the falling
+edge: the state it reads there (``busy``, the status registers, ``rd_value`` of the slot
+driven a cycle before) is that of registers and of inputs that stay put until the testbench
+writes again, so it is what ``ReadOnly`` would have shown. A cycle that presents a write or
+a command also waits for ``ReadOnly`` to see the handshake. A ``LEARN`` or ``ASK`` in
+progress is not visited cycle by cycle: after its first busy cycle the testbench waits for
+``busy`` to fall (``LEARN``) or ``ans.valid`` to rise (``ASK``) with one trigger and counts
+the cycles from the simulation time, and an answer stalled for ``s`` cycles is one timer.
+Three monitor coroutines, woken only when ``cmd.ready``, ``wr.ready`` or ``ans.valid`` rises,
+note the cycle of each rise; a ready that is high in a busy cycle was either high in the
+first busy cycle (read directly) or rose in a busy cycle (noted), so the ready check still
+sees every busy cycle, and a rise of ``ans.valid`` that no ``ASK`` is waiting for is noted
+whenever it happens. (``First(...)`` over several triggers would do the same from the main
+coroutine, at about fifteen times the cost of one wake-up.) A watchdog fails the test if
+the main coroutine waits more than ``WATCHDOG_CYCLES`` for a trigger that does not come.
 
 Environment: ``AHASD_TB_PARAMS`` (TVCParams as JSON), ``AHASD_TB_SEED``, ``AHASD_COMMANDS``
 (commands on the command port, default 50,000).
@@ -34,20 +55,25 @@ from collections import Counter, deque
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 from harness.coverage import Coverage
 from harness.tb import params_from_env, report, rng_from_env
 
 from ahasd.golden.tvc import TABLES
 from ahasd.golden.tvc import TVC as GoldenTVC
-from ahasd.hw.tvc import Op, Table, answer_layout, command_layout, write_layout
+from ahasd.hw.tb.pins import Pin, pins
+from ahasd.hw.tvc import Op, Table, answer_layout, command_layout, divider_cycles, write_layout
 from ahasd.params import TVCParams
 
 COMMANDS = int(os.environ.get("AHASD_COMMANDS", "50000"))
 LATENCY_TARGET = 40
 CLOCK_NS = 10
 TABLE_OF_NAME = {"nvct": Table.NVCT, "pdct": Table.PDCT, "pvct": Table.PVCT}
+MAX_ERRORS = 60  # the run stops here: the first errors tell the story
+# Longer than any legal wait (40 cycles of latency plus an answer stall that is geometric
+# with at most a 0.7 stall probability), far shorter than the test's timeout.
+WATCHDOG_CYCLES = 1000
 
 
 SCENARIO_REPEATS = 4  # each directed scenario per run
@@ -182,6 +208,38 @@ class Traffic:
         return ("ask", rng.randrange(16) if small else self.log_uniform(p.length_bits))
 
 
+class Port:
+    """A :class:`~ahasd.hw.tb.pins.Pin` written only when its value changes (each write is a
+    call into the simulator; most cycles change none of the inputs)."""
+
+    __slots__ = ("level", "pin")
+
+    def __init__(self, pin: Pin, level: int = 0):
+        self.pin = pin
+        self.level = level
+        pin.write(level)
+
+    def set(self, value: int) -> None:
+        if value != self.level:
+            self.pin.write(value)
+            self.level = value
+
+
+def state_cycle() -> int:
+    """The cycle whose register state the design shows now: the falling edge at ``10 k`` ns
+    starts cycle ``k``, and the rising edge at ``10 k + 5`` ns ends it (its new state is
+    cycle ``k + 1``'s)."""
+    return (round(get_sim_time("ns")) + CLOCK_NS // 2) // CLOCK_NS
+
+
+async def note_rises(handle, rises: list[int]) -> None:
+    """Append the cycle of every rise of ``handle`` to ``rises`` (runs until the test ends)."""
+    rising = RisingEdge(handle)
+    while True:
+        await rising
+        rises.append(state_cycle())
+
+
 class TB:
     def __init__(self, dut, params: TVCParams):
         self.dut = dut
@@ -190,6 +248,7 @@ class TB:
         self.traffic = Traffic(params, rng_from_env("tvc-values"))
         self.packer = Packer(params)
         self.golden = GoldenTVC(params)
+        self.divider = divider_cycles(params)
         self.errors: list[str] = []
         self.outcomes: Counter[str] = Counter()
         self.ask_latency: Counter[int] = Counter()
@@ -198,27 +257,101 @@ class TB:
         self.history: deque[tuple[int, tuple]] = deque(maxlen=32)
         self.read_slots = [(t, i) for t in TABLES for i in range(params.depth)] + [("n_max", 0)]
         self.script: deque[tuple] = deque()  # a directed sequence in progress (see scenario)
+        self.ask_at_cycle = 0  # the cycle a directed ASK waits for (see scripted)
         self.coverage = Coverage("tvc", coverage_bins(params))
+        # Traffic state, shared by the idle cycles and the first cycle of a busy stretch.
+        self.cmd_item: tuple | None = None
+        self.wr_item: tuple | None = None
+        self.accepted = 0
+        self.commands = 0
+        # Traffic phases change the pressure: back-to-back, sparse, slow answer reader.
+        self.idle, self.stall, self.write_rate = 0.0, 0.2, 0.05
+        self.scenarios: list[tuple] = []
+        self.spacing = self.next_scenario = 1
+        # Cycles in which cmd.ready, wr.ready, ans.valid rose (note_rises), and the busy
+        # cycles (first, last) of the last LEARN or ASK, whose ready rises are yet to check.
+        self.cmd_rises: list[int] = []
+        self.wr_rises: list[int] = []
+        self.ans_rises: list[int] = []
+        self.watch: tuple[int, int] | None = None
+        self.status_due = False
 
     def error(self, message: str) -> None:
         if not self.errors:  # the story so far, for the first error
             self.errors += [f"  accepted at {cycle}: {item}" for cycle, item in self.history]
-        if len(self.errors) < 60:
+        if len(self.errors) < MAX_ERRORS + 32:
             self.errors.append(f"cycle {self.cycle}: {message}")
 
     async def reset(self) -> None:
         dut = self.dut
         Clock(dut.clk, CLOCK_NS, unit="ns").start(start_high=False)
         dut.rst.value = 1
-        dut.cmd__valid.value = 0
-        dut.wr__valid.value = 0
-        dut.ans__ready.value = 0
-        dut.rd_table.value = 0
-        dut.rd_index.value = 0
+        (
+            cmd_valid,
+            self.cmd_ready,
+            cmd_payload,
+            wr_valid,
+            self.wr_ready,
+            wr_payload,
+            self.ans_valid,
+            ans_ready,
+            self.ans_payload,
+            rd_table,
+            rd_index,
+            self.rd_value,
+            self.busy,
+            self.npu_busy,
+            self.ncr,
+            self.error_flag,
+        ) = pins(
+            dut,
+            "cmd__valid",
+            "cmd__ready",
+            "cmd__payload",
+            "wr__valid",
+            "wr__ready",
+            "wr__payload",
+            "ans__valid",
+            "ans__ready",
+            "ans__payload",
+            "rd_table",
+            "rd_index",
+            "rd_value",
+            "busy",
+            "npu_busy",
+            "ncr",
+            "error",
+        )
+        # Payloads defined too: four-state simulators start every input at X.
+        self.cmd_valid, self.cmd_payload = Port(cmd_valid), Port(cmd_payload)
+        self.wr_valid, self.wr_payload = Port(wr_valid), Port(wr_payload)
+        self.ans_ready, self.rd_table, self.rd_index = (
+            Port(ans_ready),
+            Port(rd_table),
+            Port(rd_index),
+        )
         for _ in range(3):
             await RisingEdge(dut.clk)
         dut.rst.value = 0
-        self.first_cycle = self.cycle_now()
+        for handle, rises in (
+            (dut.cmd__ready, self.cmd_rises),
+            (dut.wr__ready, self.wr_rises),
+            (dut.ans__valid, self.ans_rises),
+        ):
+            cocotb.start_soon(note_rises(handle, rises))
+        self.first_cycle = self.cycle = state_cycle() - 1
+
+    async def watchdog(self) -> None:
+        """Fail the test, with the story so far, when the main coroutine has not moved on
+        for WATCHDOG_CYCLES (a busy that never falls, an answer that never comes)."""
+        while True:
+            await Timer(WATCHDOG_CYCLES // 2 * CLOCK_NS, "ns")
+            if state_cycle() - self.cycle > WATCHDOG_CYCLES:
+                self.error(
+                    f"nothing happened for {WATCHDOG_CYCLES} cycles (busy={self.busy.read()}, "
+                    f"ans.valid={self.ans_valid.read()}, last accepted {list(self.history)[-1:]})"
+                )
+                raise AssertionError("\n".join(self.errors))
 
     # -- golden side --------------------------------------------------------------------------
 
@@ -230,30 +363,30 @@ class TB:
             self.golden.write(table, index, value)
 
     def apply_command(self, item: tuple) -> dict | None:
-        """Apply an accepted command to the golden model; the expected answer of an ASK."""
-        golden, cycle = self.golden, self.cycle
+        """Apply an accepted command to the golden model; what to expect of a LEARN (its
+        latency) or an ASK (its answer and latency)."""
+        golden, cycle, p = self.golden, self.cycle, self.params
         kind = item[0]
         if kind == "learn":
             _, table, cycles, length = item
             golden.learn(table, cycles, length)
             self.outcomes["learn error" if length == 0 else "learn"] += 1
-            if (
-                length
-                and (cycles << self.params.frac_bits) // length >= 1 << self.params.ratio_bits
-            ):
+            saturated = length and (cycles << p.frac_bits) // length >= 1 << p.ratio_bits
+            if saturated:
                 self.outcomes["learn saturated"] += 1
                 self.coverage.sample("learn saturated")
             self.coverage.sample("learn error" if length == 0 else "learn")
-            return None
+            # A rejected or saturated LEARN needs no division.
+            return {"latency": 2 if not length or saturated else 2 + self.divider["learn"]}
         if kind == "npu_start":
             golden.npu_start(item[1], cycle)
             return None
         if kind == "npu_done":
             golden.npu_done(cycle)
             return None
-        p = item[1]
-        terms = golden.terms(p, cycle)
-        n = golden.ask(p, cycle)
+        # An ASK changes nothing in the model: its terms are the answer (golden.ask would
+        # work them out a second time, for n alone).
+        terms = golden.terms(item[1], cycle)
         outcome = self.classify(terms)
         self.outcomes[outcome] += 1
         self.coverage.sample(outcome)
@@ -262,7 +395,14 @@ class TB:
             self.coverage.sample(f"C_left {terms['C_left']:+d}, sum(PVCT) {pvct}")
         if terms["C_npu_unsaturated"] > terms["C_npu"]:
             self.coverage.sample("C_npu saturated")
-        return {"n": n, "c_left": terms["C_left"], "terms": terms}
+        # Only a quotient below 2**n_bits is divided out; the others are decided at once.
+        divides = outcome in ("ask: quotient decides", "ask: min(P, N_max) decides")
+        return {
+            "n": terms["n"],
+            "c_left": terms["C_left"],
+            "terms": terms,
+            "latency": 4 + self.divider["ask"] if divides else 4,
+        }
 
     def classify(self, terms: dict) -> str:
         if not terms["busy"]:
@@ -278,7 +418,7 @@ class TB:
             return "ask: quotient decides"
         return "ask: min(P, N_max) decides"
 
-    # -- the cycle loop -----------------------------------------------------------------------
+    # -- traffic ------------------------------------------------------------------------------
 
     def pack(self, item: tuple, port: str) -> int:
         packer = self.packer
@@ -299,129 +439,32 @@ class TB:
             return packer.command(Op.NPU_DONE)
         return packer.command(Op.ASK, p=item[1])
 
-    def check_read_slot(self, slot: tuple, value: int) -> None:
-        name, index = slot
-        want = self.golden.n_max if name == "n_max" else self.golden.tables[name][index]
-        if value != want:
-            self.error(f"{name}[{index}] reads {value}, golden {want}")
-
-    async def run(self, commands: int) -> None:
-        dut, rng = self.dut, self.rng
-        cmd_item = wr_item = None
-        commands_accepted = 0
-        pending_ask = None  # (accepted cycle, expected dict, valid-cycle or None)
-        pending_learn = None  # accepted cycle
-        slot_index = 0
-        slot = self.read_slots[0]
-        # Traffic phases change the pressure: back-to-back, sparse, slow answer reader.
-        idle, stall, write_rate = 0.0, 0.2, 0.05
-        # Directed sequences, spread evenly over the run, aim at the corners that random
-        # values reach rarely or never (the coverage bins): each scenario several times.
-        scenarios = [*directed_scenarios(self.params)] * SCENARIO_REPEATS
-        self.traffic.rng.shuffle(scenarios)
-        spacing = max(1, commands // (len(scenarios) + 1))
-        next_scenario = spacing
-        while (
-            commands_accepted < commands
-            or pending_ask
-            or pending_learn is not None
-            or wr_item is not None
-            or self.script
-        ):
-            await FallingEdge(dut.clk)
-            self.cycle = self.cycle_now()
-            if rng.random() < 0.002:
-                idle = rng.choice([0.0, 0.0, 0.3, 0.9])
-                stall = rng.choice([0.0, 0.2, 0.7])
-                write_rate = rng.choice([0.0, 0.05, 0.3])
-            quiet = pending_ask is None and pending_learn is None
-            if scenarios and commands_accepted >= next_scenario and quiet and not self.script:
-                self.script.extend(self.scenario(scenarios.pop()))
-                next_scenario += spacing
-            # Items taken at the last edge are gone; the others stay presented (stream rule).
-            if self.script:
-                cmd_item, wr_item = self.scripted(cmd_item, wr_item, quiet)
-            else:
-                if cmd_item is None:
-                    if commands_accepted < commands and rng.random() >= idle:
-                        cmd_item = self.traffic.command()
-                        dut.cmd__payload.value = self.pack(cmd_item, "cmd")
-                    dut.cmd__valid.value = int(cmd_item is not None)
-                if wr_item is None:
-                    if commands_accepted < commands and rng.random() < write_rate:
-                        wr_item = self.traffic.write()
-                        dut.wr__payload.value = self.pack(wr_item, "wr")
-                    dut.wr__valid.value = int(wr_item is not None)
-            ans_ready = rng.random() >= stall
-            dut.ans__ready.value = int(ans_ready)
-            name, index = slot
-            dut.rd_table.value = self.table_code(name)
-            dut.rd_index.value = index
-            await ReadOnly()
-
-            busy = int(dut.busy.value)
-            if not busy:
-                self.check_read_slot(slot, int(dut.rd_value.value))
-                if pending_learn is not None:
-                    latency = self.cycle - pending_learn
-                    self.learn_latency[latency] += 1
-                    if latency > LATENCY_TARGET:
-                        self.error(f"LEARN took {latency} cycles")
-                    pending_learn = None
-            if pending_ask is not None and int(dut.ans__valid.value):
-                accepted, expected, valid_cycle = pending_ask
-                if valid_cycle is None:
-                    latency = self.cycle - accepted
-                    self.ask_latency[latency] += 1
-                    if latency > LATENCY_TARGET:
-                        self.error(f"ASK answered after {latency} cycles")
-                    pending_ask = (accepted, expected, self.cycle)
-                if ans_ready:
-                    n, c_left = self.packer.answer(int(dut.ans__payload.value))
-                    if (n, c_left) != (expected["n"], expected["c_left"]):
-                        self.error(
-                            f"ASK accepted at {accepted}: RTL n={n} C_left={c_left}, golden "
-                            f"n={expected['n']} C_left={expected['c_left']} ({expected['terms']})"
-                        )
-                    pending_ask = None
-            elif int(dut.ans__valid.value):
-                self.error("an answer without an ASK")
-
-            wr_taken = wr_item is not None and int(dut.wr__ready.value)
-            cmd_taken = cmd_item is not None and int(dut.cmd__ready.value)
-            if busy and (wr_taken or cmd_taken):
-                self.error("a port is ready while the block is busy")
-            if wr_taken and cmd_taken:
-                self.error("a write and a command accepted in the same cycle")
-            if (wr_taken or cmd_taken) and (pending_ask or pending_learn is not None):
-                self.error("accepted while a command is in progress")
-            # The RTL flags a bad LEARN when it completes, the golden model when it is
-            # applied: the two agree on the status only while no LEARN is in progress.
-            if (self.cycle % 16 == 0 and pending_learn is None) or cmd_taken:
-                self.check_status()
-            if wr_taken:
-                self.history.append((self.cycle, wr_item))
-                self.apply_write(wr_item)
-                wr_item = None
-            if cmd_taken:
-                self.history.append((self.cycle, cmd_item))
-                commands_accepted += 1
-                expected = self.apply_command(cmd_item)
-                if cmd_item[0] == "ask":
-                    pending_ask = (self.cycle, expected, None)
-                elif cmd_item[0] == "learn":
-                    pending_learn = self.cycle
-                cmd_item = None
-            if not busy:
-                slot_index = (slot_index + 1) % len(self.read_slots)
-                slot = self.read_slots[slot_index]
-            # Most busy periods are skipped in one wait (the simulator runs them without
-            # Python); the rest are watched cycle by cycle with a command held at the port.
-            if (pending_ask or pending_learn is not None) and rng.random() < 0.9:
-                if pending_learn is not None:
-                    await FallingEdge(dut.busy)
-                elif pending_ask[2] is None:
-                    await RisingEdge(dut.ans__valid)
+    def present(self, quiet: bool) -> None:
+        """This cycle's traffic decisions (a woken cycle: an idle one, or the first cycle of
+        a LEARN or ASK): a new phase, a directed scenario, the next write and command."""
+        rng = self.rng
+        # A new phase with probability 0.002 per cycle visited, as when the testbench
+        # visited idle cycles and skipped most busy ones (phases as long in commands).
+        if rng.random() < 0.002:
+            self.idle = rng.choice([0.0, 0.0, 0.3, 0.9])
+            self.stall = rng.choice([0.0, 0.2, 0.7])
+            self.write_rate = rng.choice([0.0, 0.05, 0.3])
+        if self.scenarios and self.accepted >= self.next_scenario and quiet and not self.script:
+            self.script.extend(self.scenario(self.scenarios.pop()))
+            self.next_scenario += self.spacing
+        # Items taken at the last edge are gone; the others stay presented (stream rule).
+        if self.script:
+            self.scripted(quiet)
+        else:
+            more = self.accepted < self.commands
+            if self.cmd_item is None and more and rng.random() >= self.idle:
+                self.cmd_item = self.traffic.command()
+                self.cmd_payload.set(self.pack(self.cmd_item, "cmd"))
+            if self.wr_item is None and more and rng.random() < self.write_rate:
+                self.wr_item = self.traffic.write()
+                self.wr_payload.set(self.pack(self.wr_item, "wr"))
+        self.cmd_valid.set(int(self.cmd_item is not None))
+        self.wr_valid.set(int(self.wr_item is not None))
 
     def scenario(self, name: tuple) -> list[tuple]:
         """The steps of a directed scenario: ``("wr", item)``, ``("cmd", item)`` or
@@ -460,61 +503,230 @@ class TB:
         steps.append(("ask_at", target, rng.randrange(1, 16)))
         return steps
 
-    def scripted(self, cmd_item, wr_item, quiet: bool) -> tuple:
-        """Present the script's next step (writes and commands in script order)."""
-        dut = self.dut
+    def scripted(self, quiet: bool) -> None:
+        """Present the script's next step (writes and commands in script order). ``quiet``:
+        the block is idle (read this cycle) and no LEARN or ASK is in progress."""
         step = self.script[0]
-        if step[0] == "wr" and wr_item is None and cmd_item is None:
-            wr_item = step[1]
-            dut.wr__payload.value = self.pack(wr_item, "wr")
+        if self.wr_item is not None or self.cmd_item is not None:
+            return
+        if step[0] == "wr":
+            self.wr_item = step[1]
+            self.wr_payload.set(self.pack(self.wr_item, "wr"))
             self.script.popleft()
-        elif step[0] == "cmd" and wr_item is None and cmd_item is None and quiet:
-            cmd_item = step[1]
-            dut.cmd__payload.value = self.pack(cmd_item, "cmd")
+        elif step[0] == "cmd" and quiet:
+            self.cmd_item = step[1]
+            self.cmd_payload.set(self.pack(self.cmd_item, "cmd"))
             self.script.popleft()
-        elif step[0] == "ask_at" and wr_item is None and cmd_item is None and quiet:
+        elif step[0] == "ask_at" and quiet and self.cycle >= self.ask_at_cycle:
+            # Idle and no write: presented now, accepted now. C_left falls by one a cycle
+            # (NCR counts), so the golden model is asked once, for the cycle to wait for.
             _, target, asked = step
-            if not int(dut.busy.value):  # idle, no write: presented now, accepted now
-                c_left = self.golden.terms(asked, self.cycle)["C_left"]
-                if c_left == target:
-                    cmd_item = ("ask", asked)
-                    dut.cmd__payload.value = self.pack(cmd_item, "cmd")
-                    self.script.popleft()
-                elif c_left < target:  # missed (cannot happen: C_left starts above it)
-                    self.error(f"directed ASK missed C_left = {target} (now {c_left})")
-                    self.script.popleft()
-        dut.cmd__valid.value = int(cmd_item is not None)
-        dut.wr__valid.value = int(wr_item is not None)
-        return cmd_item, wr_item
+            c_left = self.golden.terms(asked, self.cycle)["C_left"]
+            if c_left == target:
+                self.cmd_item = ("ask", asked)
+                self.cmd_payload.set(self.pack(self.cmd_item, "cmd"))
+                self.script.popleft()
+            elif c_left > target:
+                self.ask_at_cycle = self.cycle + c_left - target
+            else:  # missed (cannot happen: C_left starts above it)
+                self.error(f"directed ASK missed C_left = {target} (now {c_left})")
+                self.script.popleft()
 
-    def cycle_now(self) -> int:
-        """The cycle index from the simulation time (one falling edge per 10 ns)."""
-        return round(get_sim_time("ns")) // CLOCK_NS  # round: the ns value is a float
+    # -- checks -------------------------------------------------------------------------------
 
-    @staticmethod
-    def table_code(name: str) -> int:
-        return Table.N_MAX.value if name == "n_max" else TABLE_OF_NAME[name].value
+    def check_read_slot(self, slot: tuple, value: int) -> None:
+        name, index = slot
+        want = self.golden.n_max if name == "n_max" else self.golden.tables[name][index]
+        if value != want:
+            self.error(f"{name}[{index}] reads {value}, golden {want}")
 
-    def check_status(self) -> None:
-        dut, golden = self.dut, self.golden
-        status = (int(dut.ncr.value), int(dut.npu_busy.value), int(dut.error.value))
-        want = (golden.ncr(self.cycle), int(golden.busy), int(golden.error))
+    def check_status(self, cycle: int) -> None:
+        golden = self.golden
+        status = (self.ncr.read(), self.npu_busy.read(), self.error_flag.read())
+        want = (golden.ncr(cycle), int(golden.busy), int(golden.error))
         if status != want:
             self.error(f"(ncr, npu_busy, error) = {status}, golden {want}")
 
+    def check_rises(self) -> None:
+        """Rises noted since the last idle cycle: a ready that rose in a busy cycle of the
+        last LEARN or ASK, an answer that no ASK was waiting for."""
+        if self.watch is not None:
+            first, last = self.watch
+            for name, rises in (("cmd.ready", self.cmd_rises), ("wr.ready", self.wr_rises)):
+                for cycle in rises:
+                    if first <= cycle <= last:
+                        self.error(f"{name} rose in cycle {cycle}, busy from {first} to {last}")
+            self.watch = None
+        self.cmd_rises.clear()
+        self.wr_rises.clear()
+        if self.ans_rises:
+            self.error(f"ans.valid rose in cycle(s) {self.ans_rises} with no ASK waiting")
+            self.ans_rises.clear()
+
+    def first_busy_cycle(self, accepted: int, what: str) -> bool:
+        """In the first cycle after a LEARN or ASK was accepted: busy, neither port ready
+        (read before this cycle's inputs change: any later rise is noted). Then this cycle's
+        traffic (presented while busy: it must wait)."""
+        self.cycle = accepted + 1
+        busy = self.busy.read()
+        if not busy:
+            self.error(f"busy low in the cycle after the {what} accepted in cycle {accepted}")
+        elif self.cmd_ready.read() or self.wr_ready.read():
+            self.error(
+                f"ready (cmd {self.cmd_ready.read()}, wr {self.wr_ready.read()}) in the cycle "
+                f"after the {what} accepted in cycle {accepted}"
+            )
+        self.present(quiet=False)
+        return bool(busy)
+
+    def check_latency(self, what: str, latency: int, expected: int, accepted: int) -> None:
+        if latency > LATENCY_TARGET:
+            self.error(f"{what} accepted in cycle {accepted} took {latency} cycles")
+        elif latency != expected:
+            self.error(
+                f"{what} accepted in cycle {accepted} took {latency} cycles, hw/tvc.py "
+                f"documents {expected}"
+            )
+
+    # -- the run ------------------------------------------------------------------------------
+
+    async def learn_stretch(self, accepted: int, expected: dict) -> None:
+        """From the acceptance of a LEARN (ReadOnly of that cycle) to the last busy cycle."""
+        await self.falling
+        if self.first_busy_cycle(accepted, "LEARN"):
+            await self.busy_fall
+            done = state_cycle()
+        else:
+            done = accepted + 1
+        latency = done - accepted
+        self.learn_latency[latency] += 1
+        self.check_latency("LEARN", latency, expected["latency"], accepted)
+        self.watch = (accepted + 1, done - 1)
+        self.status_due = True  # the error flag of a bad LEARN is up now
+        self.cycle = done - 1
+
+    async def ask_stretch(self, accepted: int, expected: dict) -> None:
+        """From the acceptance of an ASK (ReadOnly of that cycle) to the cycle its answer is
+        taken."""
+        await self.falling
+        self.first_busy_cycle(accepted, "ASK")
+        if self.ans_valid.read():
+            valid = accepted + 1
+        else:
+            await self.ans_rise
+            valid = state_cycle()
+            await self.falling
+        self.cycle = valid
+        latency = valid - accepted
+        self.ask_latency[latency] += 1
+        self.check_latency("ASK", latency, expected["latency"], accepted)
+        if self.ans_rises != [valid]:  # noted by now: the rise was at the edge before
+            self.error(f"ans.valid rose in cycle(s) {self.ans_rises}, expected {valid} alone")
+        self.ans_rises.clear()
+        # The reader stalls with probability `stall` in each cycle the answer waits.
+        rng, stall, stalled = self.rng, self.stall, 0
+        while rng.random() < stall:
+            stalled += 1
+        if stalled:
+            self.ans_ready.set(0)
+            if stalled > 1:  # to just before the last stalled cycle's falling edge
+                await Timer(stalled * CLOCK_NS - 2, "ns")
+            await self.falling
+            self.cycle = valid + stalled
+        self.ans_ready.set(1)
+        if not self.ans_valid.read():
+            self.error(f"the answer to the ASK accepted in cycle {accepted} was withdrawn")
+        n, c_left = self.packer.answer(self.ans_payload.read())
+        if (n, c_left) != (expected["n"], expected["c_left"]):
+            self.error(
+                f"ASK accepted at {accepted}: RTL n={n} C_left={c_left}, golden "
+                f"n={expected['n']} C_left={expected['c_left']} ({expected['terms']})"
+            )
+        self.watch = (accepted + 1, self.cycle)  # taken at this cycle's edge
+
+    async def run(self, commands: int) -> None:
+        self.falling = FallingEdge(self.dut.clk)
+        self.busy_fall = FallingEdge(self.dut.busy)
+        self.ans_rise = RisingEdge(self.dut.ans__valid)
+        read_only = ReadOnly()
+        busy, rd_value = self.busy.read, self.rd_value.read
+        cmd_ready, wr_ready = self.cmd_ready.read, self.wr_ready.read
+        slots = [
+            (TABLE_OF_NAME.get(name, Table.N_MAX).value, index) for name, index in self.read_slots
+        ]
+        slot_index = 0
+        unread = None  # the slot driven in the last idle cycle that presented nothing
+        self.commands = commands
+        # Directed sequences, spread evenly over the run, aim at the corners that random
+        # values reach rarely or never (the coverage bins): each scenario several times.
+        self.scenarios = [*directed_scenarios(self.params)] * SCENARIO_REPEATS
+        self.traffic.rng.shuffle(self.scenarios)
+        self.spacing = self.next_scenario = max(1, commands // (len(self.scenarios) + 1))
+        while (self.accepted < commands or self.cmd_item or self.wr_item or self.script) and len(
+            self.errors
+        ) < MAX_ERRORS:
+            await self.falling
+            self.cycle += 1
+            cycle = self.cycle
+            if self.watch or self.cmd_rises or self.wr_rises or self.ans_rises:
+                self.check_rises()
+            # The slot driven a cycle ago: tables and inputs have not changed since.
+            if unread is not None:
+                self.check_read_slot(unread, rd_value())
+                unread = None
+            if busy():
+                self.error("busy with no LEARN or ASK in progress")
+                continue
+            if self.status_due or cycle % 16 == 0:
+                self.check_status(cycle)
+                self.status_due = False
+            self.present(quiet=True)
+            slot = self.read_slots[slot_index]
+            table, index = slots[slot_index]
+            self.rd_table.set(table)
+            self.rd_index.set(index)
+            slot_index = (slot_index + 1) % len(slots)
+            if self.cmd_item is None and self.wr_item is None:
+                unread = slot
+                continue
+
+            await read_only
+            self.check_read_slot(slot, rd_value())
+            wr_taken = self.wr_item is not None and wr_ready()
+            cmd_taken = self.cmd_item is not None and cmd_ready()
+            if wr_taken and cmd_taken:
+                self.error("a write and a command accepted in the same cycle")
+            if wr_taken:
+                self.history.append((cycle, self.wr_item))
+                self.apply_write(self.wr_item)
+                self.wr_item = None
+            if cmd_taken:
+                item, self.cmd_item = self.cmd_item, None
+                self.history.append((cycle, item))
+                self.accepted += 1
+                self.check_status(cycle)
+                expected = self.apply_command(item)
+                if item[0] == "ask":
+                    await self.ask_stretch(cycle, expected)
+                elif item[0] == "learn":
+                    await self.learn_stretch(cycle, expected)
+        await self.falling  # the last rises, noted by now
+        self.cycle += 1
+        self.check_rises()
+
     async def final_tables(self) -> None:
         """Read every entry once more at the end."""
-        dut = self.dut
+        # The last items were taken at the edge before: withdraw them before the next.
+        self.cmd_valid.set(0)
+        self.wr_valid.set(0)
         for slot in self.read_slots:
-            await FallingEdge(dut.clk)
-            # The last items were taken at the edge before: withdraw them before the next.
-            dut.cmd__valid.value = 0
-            dut.wr__valid.value = 0
             name, index = slot
-            dut.rd_table.value = self.table_code(name)
-            dut.rd_index.value = index
+            self.rd_table.set(TABLE_OF_NAME.get(name, Table.N_MAX).value)
+            self.rd_index.set(index)
             await ReadOnly()
-            self.check_read_slot(slot, int(dut.rd_value.value))
+            self.check_read_slot(slot, self.rd_value.read())
+            await self.falling
+            self.cycle += 1
 
 
 @cocotb.test(timeout_time=600, timeout_unit="sec")
@@ -523,10 +735,12 @@ async def random_commands(dut):
     params = params_from_env(TVCParams)
     tb = TB(dut, params)
     await tb.reset()
-    started = time.perf_counter()
+    watchdog = cocotb.start_soon(tb.watchdog())
+    started, cpu_started = time.perf_counter(), time.process_time()
     await tb.run(COMMANDS)
     await tb.final_tables()
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    watchdog.cancel()
     assert not tb.errors, f"{len(tb.errors)}+ error(s):\n" + "\n".join(tb.errors)
 
     asks = sum(tb.ask_latency.values())
@@ -534,7 +748,8 @@ async def random_commands(dut):
     report(
         dut,
         f"{params.tag()}: {COMMANDS} commands ({asks} ASK, {sum(tb.learn_latency.values())} "
-        f"LEARN) in {cycles} cycles, {wall:.1f} s = {cycles / wall:.0f} cycles/s",
+        f"LEARN) in {cycles} cycles, {wall:.1f} s wall, {cpu:.1f} s CPU = "
+        f"{cycles / wall:.0f} clock edges/s, {cycles / cpu:.0f} per CPU-second",
     )
     report(dut, f"ASK latency (cycles: count) {dict(sorted(tb.ask_latency.items()))}")
     report(dut, f"LEARN latency (cycles: count) {dict(sorted(tb.learn_latency.items()))}")
