@@ -1,0 +1,69 @@
+"""Benchmark: cocotb simulation speed of the TVC testbench's random tier (Verilator).
+
+Runs one item of the TVC's cocotb tier (default parameters, 50,000 commands, seed 1, so
+every run simulates the same cycles) through pytest and prints the clock edges (cycles of
+the one clock) per wall-clock second and per CPU-second of the simulator process that the
+testbench reports, each beside the previous run's. Target: 50,000 edges/s. The wall figure
+depends on the machine's load, the CPU figure much less: it is the one ``--strict`` holds to
+the target. Fails (exit 1) when the test fails.
+
+Usage: ``.venv/bin/python bench/bench_tvc.py [--strict]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from figures import report
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "bench_tvc"
+TARGET = 50_000  # clock edges per second
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strict", action="store_true")
+    args = parser.parse_args()
+    print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-rA",
+        "tests/tvc/test_cocotb.py",
+        "-k",
+        "default and seed0",
+    ]
+    env = {**os.environ, "AHASD_SEED": "1", "AHASD_COMMANDS": "50000"}
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
+    wall = time.perf_counter() - started
+    found = re.search(
+        r"AHASD: (.* in (\d+) cycles, .* = (\d+) clock edges/s, (\d+) per CPU-second)",
+        done.stdout,
+    )
+    if done.returncode != 0 or not found:
+        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n")
+        print("bench_tvc: the TVC cocotb test failed", file=sys.stderr)
+        return 1
+    print(f"TVC cocotb random tier (Verilator): {found.group(1)}")
+    edges_wall, edges_cpu = int(found.group(3)), int(found.group(4))
+    report(NAME, "TVC cocotb, clock edges/s (wall)", edges_wall, "", 0)
+    report(NAME, "TVC cocotb, clock edges per CPU-second", edges_cpu, "", 0)
+    report(NAME, "TVC cocotb, pytest wall", wall, "s")
+    for label, value in (("wall", edges_wall), ("CPU", edges_cpu)):
+        verdict = "meets" if value >= TARGET else "MISSES"
+        print(f"clock edges per {label} second {verdict} the {TARGET:,} target")
+    return 1 if args.strict and edges_cpu < TARGET else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
