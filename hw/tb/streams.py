@@ -7,8 +7,9 @@ change is one edit.
 
 Three levels, all following :mod:`ahasd.hw.tb.clocking`'s discipline:
 
-- :class:`StreamPort`: the three handles, driven and sampled by an agent that does all of
-  its domain's work in one loop per cycle (the integration testbench);
+- :class:`StreamPort`: the three signals as :class:`~ahasd.hw.tb.pins.Pin` s, driven and
+  sampled by an agent that does all of its domain's work in one loop per cycle (the
+  integration testbench);
 - :func:`send`, :func:`receive`, :func:`take`: one whole handshake as a coroutine on a
   :class:`~ahasd.hw.tb.clocking.CycleClock`, giving up after a number of cycles (the
   co-simulation, which drives one transaction at a time);
@@ -29,7 +30,7 @@ from amaranth.lib import data
 from cocotb.triggers import ReadOnly
 
 from ahasd.hw.tb.clocking import CycleClock, DomainLoop
-from ahasd.hw.tb.pins import pins
+from ahasd.hw.tb.pins import Pin, pins
 
 __all__ = [
     "StreamPort",
@@ -86,9 +87,18 @@ def encode(layout: Any, value: Any) -> int:
 
 
 class StreamPort:
-    """The handles of one stream port (``name__valid/ready/payload``) of ``dut``.
+    """One stream port (``name__valid/ready/payload``) of ``dut``, driven and sampled as
+    integers through :class:`~ahasd.hw.tb.pins.Pin` s.
 
-    Drive methods are for the writable phase, :meth:`transfer` for ``ReadOnly``.
+    Drive methods are for the writable phase, the sampling ones (:meth:`transfer`,
+    :meth:`is_valid`, :meth:`is_ready`, :meth:`bits`) for ``ReadOnly``. A drive method
+    writes a signal only when its value changes (an agent that presents the same payload
+    every cycle would pay a simulator write each time), so the port's inputs must be driven
+    through these methods alone.
+
+    Attributes
+    ----------
+    valid, ready, payload : the cocotb handles (for triggers such as ``RisingEdge``).
     """
 
     def __init__(self, dut: Any, name: str) -> None:
@@ -96,30 +106,64 @@ class StreamPort:
         self.valid = getattr(dut, f"{name}__valid")
         self.ready = getattr(dut, f"{name}__ready")
         self.payload = getattr(dut, f"{name}__payload")
+        self._valid, self._ready, self._payload = (
+            Pin(self.valid),
+            Pin(self.ready),
+            Pin(self.payload),
+        )
+        # The last value written to valid, ready and payload (None: not written yet).
+        self._valid_w: int | None = None
+        self._ready_w: int | None = None
+        self._payload_w: int | None = None
 
     # source side
     def present(self, bits: int) -> None:
         """Offer ``bits`` (hold them until :meth:`transfer` sees them taken)."""
-        self.payload.value = bits
-        self.valid.value = 1
+        if bits != self._payload_w:
+            self._payload.write(bits)
+            self._payload_w = bits
+        if self._valid_w != 1:
+            self._valid.write(1)
+            self._valid_w = 1
+
+    def set_payload(self, bits: int) -> None:
+        """Put ``bits`` on the payload without offering them (``valid`` as it is)."""
+        if bits != self._payload_w:
+            self._payload.write(bits)
+            self._payload_w = bits
 
     def withdraw(self) -> None:
-        self.valid.value = 0
+        if self._valid_w != 0:
+            self._valid.write(0)
+            self._valid_w = 0
 
     def quiet(self) -> None:
         """Nothing offered, payload zero (four-state simulators start every input at X)."""
-        self.valid.value = 0
-        self.payload.value = 0
+        self.withdraw()
+        self.set_payload(0)
 
     # sink side
     def accept(self, ready: bool | int) -> None:
-        self.ready.value = int(ready)
+        level = int(ready)
+        if level != self._ready_w:
+            self._ready.write(level)
+            self._ready_w = level
 
     # sampling
+    def is_valid(self) -> bool:
+        return bool(self._valid.read())
+
+    def is_ready(self) -> bool:
+        return bool(self._ready.read())
+
+    def bits(self) -> int:
+        """The payload's value."""
+        return self._payload.read()
+
     def transfer(self) -> int | None:
         """The payload moving at the coming rising edge (valid and ready), else ``None``."""
-        if int(self.valid.value) and int(self.ready.value):
-            return int(self.payload.value)
+        if self._valid.read() and self._ready.read():
+            return self._payload.read()
         return None
 
 
@@ -132,7 +176,7 @@ async def send(port: StreamPort, clock: CycleClock, bits: int, limit: int) -> in
     port.present(bits)
     for _ in range(limit):
         await ReadOnly()
-        if int(port.ready.value):
+        if port.is_ready():
             accepted = clock.cycle
             await clock.next()
             port.withdraw()
@@ -148,8 +192,8 @@ async def receive(port: StreamPort, clock: CycleClock, limit: int) -> tuple[int,
     """
     for _ in range(limit):
         await ReadOnly()
-        if int(port.valid.value):
-            return int(port.payload.value), clock.cycle
+        if port.is_valid():
+            return port.bits(), clock.cycle
         await clock.next()
     raise AssertionError(f"cycle {clock.cycle}: no answer on {port.name}")
 

@@ -26,6 +26,7 @@ from cocotb.triggers import ReadOnly
 
 from ahasd.hw.edc import decode_decision, encode_draft, encode_verify
 from ahasd.hw.tb.clocking import CycleClock, start_clock
+from ahasd.hw.tb.pins import Pin
 from ahasd.hw.tb.streams import StreamPort, decode, encode
 from ahasd.hw.tvc import Op, Table, answer_layout, command_layout
 from ahasd.params import EDCParams, TopParams, TVCParams
@@ -66,73 +67,74 @@ class RegisterPort:
     registers by their names in the register map (:mod:`ahasd.regmap`), a 64-bit one as two
     words, low word first (the map's rule: the high word writes it whole, the low word's
     read snapshots the high word). Drives in the writable phase, samples in ``ReadOnly``.
+    Every signal is a :class:`~ahasd.hw.tb.pins.Pin` (``self.awvalid.read()``, ...).
     """
 
     def __init__(self, dut: Any, regmap: RegisterMap) -> None:
         self.regmap = regmap
-        self.irq_ = dut.irq
+        self.irq_ = Pin(dut.irq)
         for name in (
             "awvalid", "awready", "awaddr", "awprot", "wvalid", "wready", "wdata", "wstrb",
             "bvalid", "bready", "bresp", "arvalid", "arready", "araddr", "arprot", "rvalid",
             "rready", "rdata", "rresp",
         ):  # fmt: skip
-            setattr(self, name, getattr(dut, f"s_axi__{name}"))
+            setattr(self, name, Pin(getattr(dut, f"s_axi__{name}")))
         self.reads = 0
         self.writes = 0
 
     def quiet(self) -> None:
         """No request, no response taken (the state before reset ends)."""
-        for handle in (self.awvalid, self.wvalid, self.arvalid, self.bready, self.rready):
-            handle.value = 0
-        for handle in (self.awaddr, self.awprot, self.wdata, self.wstrb, self.araddr):
-            handle.value = 0
-        self.arprot.value = 0
+        for pin in (self.awvalid, self.wvalid, self.arvalid, self.bready, self.rready):
+            pin.write(0)
+        for pin in (self.awaddr, self.awprot, self.wdata, self.wstrb, self.araddr):
+            pin.write(0)
+        self.arprot.write(0)
 
     def irq(self) -> bool:
-        return bool(int(self.irq_.value))
+        return bool(self.irq_.read())
 
     async def write_word(
         self, clock: CycleClock, address: int, data: int, limit: int, strobe: int = 0xF
     ) -> int:
         """Write one word; returns ``BRESP`` (0 OKAY, 2 SLVERR)."""
-        self.awaddr.value = address
-        self.wdata.value = data
-        self.wstrb.value = strobe
-        self.awvalid.value = 1
-        self.wvalid.value = 1
-        self.bready.value = 1
+        self.awaddr.write(address)
+        self.wdata.write(data)
+        self.wstrb.write(strobe)
+        self.awvalid.write(1)
+        self.wvalid.write(1)
+        self.bready.write(1)
         for _ in range(limit):
             await ReadOnly()
-            aw_taken = int(self.awvalid.value) and int(self.awready.value)
-            w_taken = int(self.wvalid.value) and int(self.wready.value)
-            response = int(self.bresp.value) if int(self.bvalid.value) else None
+            aw_taken = self.awvalid.read() and self.awready.read()
+            w_taken = self.wvalid.read() and self.wready.read()
+            response = self.bresp.read() if self.bvalid.read() else None
             await clock.next()
             if aw_taken:
-                self.awvalid.value = 0
+                self.awvalid.write(0)
             if w_taken:
-                self.wvalid.value = 0
+                self.wvalid.write(0)
             if response is not None:
-                self.bready.value = 0
+                self.bready.write(0)
                 self.writes += 1
                 return response
         raise AssertionError(f"cycle {clock.cycle}: no write response for {address:#05x}")
 
     async def read_word(self, clock: CycleClock, address: int, limit: int) -> tuple[int, int]:
         """Read one word; returns ``(RDATA, RRESP)``."""
-        self.araddr.value = address
-        self.arvalid.value = 1
-        self.rready.value = 1
+        self.araddr.write(address)
+        self.arvalid.write(1)
+        self.rready.write(1)
         for _ in range(limit):
             await ReadOnly()
-            ar_taken = int(self.arvalid.value) and int(self.arready.value)
+            ar_taken = self.arvalid.read() and self.arready.read()
             response = None
-            if int(self.rvalid.value):
-                response = (int(self.rdata.value), int(self.rresp.value))
+            if self.rvalid.read():
+                response = (self.rdata.read(), self.rresp.read())
             await clock.next()
             if ar_taken:
-                self.arvalid.value = 0
+                self.arvalid.write(0)
             if response is not None:
-                self.rready.value = 0
+                self.rready.write(0)
                 self.reads += 1
                 return response
         raise AssertionError(f"cycle {clock.cycle}: no read response for {address:#05x}")
@@ -203,45 +205,52 @@ class TVCPorts:
 
 
 class GTSUPorts:
-    """The GTSU's request level ``want_draft`` (in) and its status outputs."""
+    """The GTSU's request level ``want_draft`` (in) and its status outputs (as
+    :class:`~ahasd.hw.tb.pins.Pin` s; ``want_draft`` is written only when it changes, so
+    drive it through :meth:`request_draft` alone)."""
 
     def __init__(self, dut: Any) -> None:
-        self.want_draft = dut.want_draft
-        self.want_preverify_ = dut.want_preverify
-        self.task_ = dut.gtsu_task
-        self.ready_ = dut.gtsu_ready
-        self.gating = dut.gtsu_gating
-        self.dlm_enable = dut.gtsu_dlm_enable
-        self.tlm_enable = dut.gtsu_tlm_enable
+        self.want_draft = Pin(dut.want_draft)
+        self.want_preverify_ = Pin(dut.want_preverify)
+        self.task_ = Pin(dut.gtsu_task)
+        self.ready_ = Pin(dut.gtsu_ready)
+        self.gating = Pin(dut.gtsu_gating)
+        self.dlm_enable = Pin(dut.gtsu_dlm_enable)
+        self.tlm_enable = Pin(dut.gtsu_tlm_enable)
+        self._level: int | None = None
 
     def request_draft(self, level: bool | int) -> None:
-        self.want_draft.value = int(level)
+        level = int(level)
+        if level != self._level:
+            self.want_draft.write(level)
+            self._level = level
 
     def task(self) -> int:
-        return int(self.task_.value)
+        return self.task_.read()
 
     def ready(self) -> bool:
-        return bool(int(self.ready_.value))
+        return bool(self.ready_.read())
 
     def want_preverify(self) -> bool:
-        return bool(int(self.want_preverify_.value))
+        return bool(self.want_preverify_.read())
 
     def outputs(self) -> dict[str, int]:
         """``task``, ``ready``, ``gating``, ``dlm_enable``, ``tlm_enable`` (as the golden
         GTSU's ``outputs()`` names them)."""
         return {
-            "task": int(self.task_.value),
-            "ready": int(self.ready_.value),
-            "gating": int(self.gating.value),
-            "dlm_enable": int(self.dlm_enable.value),
-            "tlm_enable": int(self.tlm_enable.value),
+            "task": self.task_.read(),
+            "ready": self.ready_.read(),
+            "gating": self.gating.read(),
+            "dlm_enable": self.dlm_enable.read(),
+            "tlm_enable": self.tlm_enable.read(),
         }
 
 
 class QueuePorts:
     """The three queues' ports: writers and readers, the draft reader's epoch and squash
     flag, and the level outputs (``draft``: PIM writes, NPU reads; ``feedback``: NPU
-    writes, PIM reads; ``preverify``: CPU writes, PIM reads)."""
+    writes, PIM reads; ``preverify``: CPU writes, PIM reads). The reader's epoch is written
+    only when it changes (drive it through :meth:`set_reader_epoch` alone)."""
 
     def __init__(self, dut: Any) -> None:
         self.draft_w = StreamPort(dut, "draft_w")
@@ -250,14 +259,15 @@ class QueuePorts:
         self.feedback_r = StreamPort(dut, "feedback_r")
         self.preverify_w = StreamPort(dut, "preverify_w")
         self.preverify_r = StreamPort(dut, "preverify_r")
-        self.draft_r_epoch = dut.draft_r_epoch
-        self.draft_r_squashed = dut.draft_r_squashed
+        self.draft_r_epoch = Pin(dut.draft_r_epoch)
+        self.draft_r_squashed = Pin(dut.draft_r_squashed)
         self.levels = {
-            "draft_w": dut.draft_w_level,
-            "draft_r": dut.draft_r_level,
-            "feedback_r": dut.feedback_r_level,
-            "preverify_r": dut.preverify_r_level,
+            "draft_w": Pin(dut.draft_w_level),
+            "draft_r": Pin(dut.draft_r_level),
+            "feedback_r": Pin(dut.feedback_r_level),
+            "preverify_r": Pin(dut.preverify_r_level),
         }
+        self._epoch: int | None = None
 
     @property
     def writers(self) -> tuple[StreamPort, ...]:
@@ -268,16 +278,18 @@ class QueuePorts:
         return (self.draft_r, self.feedback_r, self.preverify_r)
 
     def set_reader_epoch(self, epoch: int) -> None:
-        self.draft_r_epoch.value = epoch
+        if epoch != self._epoch:
+            self.draft_r_epoch.write(epoch)
+            self._epoch = epoch
 
     def squashed(self) -> bool:
         """The draft reader drops a stale entry at the coming edge."""
-        return bool(int(self.draft_r_squashed.value))
+        return bool(self.draft_r_squashed.read())
 
     def level(self, port: str) -> int:
         """The level output beside ``port`` (``draft_w``, ``draft_r``, ``feedback_r``,
         ``preverify_r``)."""
-        return int(self.levels[port].value)
+        return self.levels[port].read()
 
 
 class ControllerTopDriver:
@@ -325,11 +337,12 @@ class ControllerTopDriver:
             port.accept(0)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PimCycle:
     """What the ``pim`` side of the top does at the coming edge (sampled in ``ReadOnly``).
 
-    Transfers are payload bits, ``None`` when nothing moves.
+    Transfers are payload bits, ``None`` when nothing moves. Not frozen: a frozen
+    dataclass's constructor costs a few microseconds more, once per cycle.
     """
 
     access: tuple[bool, int, int, int] | None  # a register access taken: (write, word
@@ -349,7 +362,7 @@ class PimCycle:
     want_preverify: bool
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class NpuCycle:
     """What the ``npu`` side of the top does at the coming edge."""
 
@@ -358,7 +371,7 @@ class NpuCycle:
     feedback_written: int | None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CpuCycle:
     """What the ``cpu`` side of the top does at the coming edge."""
 
@@ -370,6 +383,12 @@ class ControllerTopMonitor:
 
     def __init__(self, driver: ControllerTopDriver) -> None:
         self.driver = driver
+        regs = driver.dut.registers
+        self._access_valid, self._access_ready = Pin(regs.access__valid), Pin(regs.access__ready)
+        self._access_fields = tuple(
+            Pin(getattr(regs, f"access__{name}")) for name in ("write", "addr", "wdata", "wstrb")
+        )
+        self._access_rdata, self._access_error = Pin(regs.access__rdata), Pin(regs.access__error)
 
     def pim(self) -> PimCycle:
         d = self.driver
@@ -377,10 +396,10 @@ class ControllerTopMonitor:
             access=self._access(),
             access_answer=self._access_answer(),
             irq=d.bus.irq(),
-            edc_ready=bool(int(d.edc.event.ready.value)),
+            edc_ready=d.edc.event.is_ready(),
             edc_event=d.edc.event.transfer(),
             edc_decision=d.edc.decision.transfer(),
-            tvc_ready=bool(int(d.tvc.command.ready.value)),
+            tvc_ready=d.tvc.command.is_ready(),
             tvc_command=d.tvc.command.transfer(),
             tvc_answer=d.tvc.answer.transfer(),
             draft_written=d.queues.draft_w.transfer(),
@@ -390,27 +409,18 @@ class ControllerTopMonitor:
             want_preverify=d.gtsu.want_preverify(),
         )
 
-    def _registers(self):
-        return self.driver.dut.registers
-
     def _access(self) -> tuple[bool, int, int, int] | None:
         """The register access the AXI bridge hands the register file at the coming edge
         (``valid`` and ``ready``): ``(write, word address, wdata, wstrb)``."""
-        regs = self._registers()
-        if not (int(regs.access__valid.value) and int(regs.access__ready.value)):
+        if not (self._access_valid.read() and self._access_ready.read()):
             return None
-        return (
-            bool(int(regs.access__write.value)),
-            int(regs.access__addr.value),
-            int(regs.access__wdata.value),
-            int(regs.access__wstrb.value),
-        )
+        write, address, wdata, wstrb = (pin.read() for pin in self._access_fields)
+        return (bool(write), address, wdata, wstrb)
 
     def _access_answer(self) -> tuple[int, bool] | None:
-        regs = self._registers()
-        if not (int(regs.access__valid.value) and int(regs.access__ready.value)):
+        if not (self._access_valid.read() and self._access_ready.read()):
             return None
-        return int(regs.access__rdata.value), bool(int(regs.access__error.value))
+        return self._access_rdata.read(), bool(self._access_error.read())
 
     def npu(self) -> NpuCycle:
         queues = self.driver.queues

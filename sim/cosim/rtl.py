@@ -216,11 +216,11 @@ class RTLController:
         """A ``DRAFT`` would be refused: ``i.ready`` low for a DRAFT head, EDC quiet."""
         edc = self.top.edc
         await self.clock.next()
-        edc.event.payload.value = edc.draft_bits(0, 1)
+        edc.event.set_payload(edc.draft_bits(0, 1))
         # i.ready is also low for one cycle while the previous event finishes: look twice.
         for _ in range(3):
             await ReadOnly()
-            if int(edc.event.ready.value):
+            if edc.event.is_ready():
                 return False
             await self.clock.next()
         return True
