@@ -55,9 +55,10 @@ from dataclasses import dataclass
 
 import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly, Timer
+from cocotb.utils import get_sim_time
 from harness.tb import report, rng_from_env
 
-from ahasd.golden.queues import pack, unpack
+from ahasd.golden.queues import make_entry, pack, unpack
 from ahasd.golden.top import GoldenTop
 from ahasd.hw.tb.checker import ErrorLog, InOrderChecker
 from ahasd.hw.tb.clocking import CycleClock
@@ -280,7 +281,7 @@ class Scoreboard:
         self.counts["answers"] += 1
         self.counts["nonzero_answers"] += answer["n"] > 0
 
-    def draft_written(self, entry: dict) -> None:
+    def draft_written(self, entry: tuple) -> None:
         if not self.golden.draft_push(entry):
             self.errors.add("draft queue took an entry with the golden queue full")
         self.counts["draft_written"] += 1
@@ -301,7 +302,7 @@ class Scoreboard:
         self.golden.step(want_draft, want_preverify)
 
     # the NPU and CPU sides
-    def npu(self, sample: NpuCycle, epoch: int, feedback_entry: dict | None) -> None:
+    def npu(self, sample: NpuCycle, epoch: int, feedback_entry: tuple | None) -> None:
         golden = self.golden
         if sample.draft_read is not None:
             checker = self.queue_outputs["draft"]
@@ -317,7 +318,7 @@ class Scoreboard:
                 self.errors.add("feedback queue took an entry with the golden queue full")
             self.counts["feedback_written"] += 1
 
-    def cpu(self, sample: CpuCycle, preverify_entry: dict | None) -> None:
+    def cpu(self, sample: CpuCycle, preverify_entry: tuple | None) -> None:
         if sample.preverify_written is not None:
             if not self.golden.preverify_push(preverify_entry):
                 self.errors.add("pre-verification queue took an entry with the golden queue full")
@@ -363,9 +364,9 @@ class Stimulus:
         # Pending work.
         self.edc_event: EdcEvent | None = None
         self.tvc_cmd: tuple | None = None  # (op, args)
-        self.draft_entry: dict | None = None
-        self.feedback_entry: dict | None = None
-        self.preverify_entry: dict | None = None
+        self.draft_entry: tuple | None = None  # a golden queue entry
+        self.feedback_entry: tuple | None = None  # a golden queue entry
+        self.preverify_entry: tuple | None = None  # a golden queue entry
         self.last_edc_accept = -10
         # Traffic state.
         self.want_draft = 0
@@ -508,17 +509,19 @@ class Stimulus:
             return (Op.LEARN, args)
         return (Op.ASK, {"p": rng.randrange(0, 40)})
 
-    def random_draft_entry(self) -> dict:
+    def random_draft_entry(self) -> tuple:
         rng, q = self.rng, self.p.queues
         if rng.random() < 0.1:
             self.writer_epoch = self.reader_epoch  # learned through the feedback path
-        return {
-            "batch_id": rng.randrange(1 << q.batch_id_bits),
-            "epoch": self.writer_epoch & ((1 << q.epoch_bits) - 1),
-            "first_pos": rng.randrange(1 << q.pos_bits),
-            "length": rng.randrange(1 << q.length_bits),
-            "bucket": rng.randrange(8),
-        }
+        # As the golden queue's entry type: it is normalised once, not at every use.
+        return make_entry(
+            "draft",
+            batch_id=rng.randrange(1 << q.batch_id_bits),
+            epoch=self.writer_epoch & ((1 << q.epoch_bits) - 1),
+            first_pos=rng.randrange(1 << q.pos_bits),
+            length=rng.randrange(1 << q.length_bits),
+            bucket=rng.randrange(8),
+        )
 
     # -- one PIM cycle ---------------------------------------------------------------------
 
@@ -640,11 +643,12 @@ class Stimulus:
         d.queues.set_reader_epoch(self.reader_epoch & mask)
         d.queues.draft_r.accept(int(self.stop or rng.random() >= self.reader_stall))
         if self.feedback_entry is None and not self.stop and rng.random() < 0.2:
-            self.feedback_entry = {
-                "batch_id": rng.randrange(1 << q.batch_id_bits),
-                "n_accepted": rng.randrange(1 << q.length_bits),
-                "full": rng.randrange(2),
-            }
+            self.feedback_entry = make_entry(
+                "feedback",
+                batch_id=rng.randrange(1 << q.batch_id_bits),
+                n_accepted=rng.randrange(1 << q.length_bits),
+                full=rng.randrange(2),
+            )
             d.queues.feedback_w.present(pack("feedback", self.feedback_entry, q))
         elif self.feedback_entry is None:
             d.queues.feedback_w.withdraw()
@@ -667,10 +671,11 @@ class Stimulus:
     def drive_cpu(self, rng) -> None:
         q, port = self.p.queues, self.driver.queues.preverify_w
         if self.preverify_entry is None and not self.stop and rng.random() < 0.03:
-            self.preverify_entry = {
-                "batch_id": rng.randrange(1 << q.batch_id_bits),
-                "n_tokens": rng.randrange(1 << q.length_bits),
-            }
+            self.preverify_entry = make_entry(
+                "preverify",
+                batch_id=rng.randrange(1 << q.batch_id_bits),
+                n_tokens=rng.randrange(1 << q.length_bits),
+            )
             port.present(pack("preverify", self.preverify_entry, q))
         elif self.preverify_entry is None:
             port.withdraw()
@@ -728,27 +733,33 @@ class TB:
         await Timer(4 * max(PERIODS_PS.values()), unit="ps")
 
     async def pim_loop(self) -> None:
+        stimulus = self.stimulus
+        falling, read_only = FallingEdge(self.dut.pim_clk), ReadOnly()
         while True:
-            await FallingEdge(self.dut.pim_clk)
-            self.stimulus.drive_pim()
-            await ReadOnly()
-            self.stimulus.pim_taken(self.monitor.pim())
+            await falling
+            stimulus.drive_pim()
+            await read_only
+            stimulus.pim_taken(self.monitor.pim())
 
     async def npu_loop(self) -> None:
-        rng = rng_from_env("top-npu")
+        rng, stimulus = rng_from_env("top-npu"), self.stimulus
+        falling, read_only = FallingEdge(self.dut.npu_clk), ReadOnly()
         while True:
-            await FallingEdge(self.dut.npu_clk)
-            self.stimulus.drive_npu(rng)
-            await ReadOnly()
-            self.stimulus.npu_taken(self.monitor.npu())
+            await falling
+            stimulus.drive_npu(rng)
+            await read_only
+            stimulus.npu_taken(self.monitor.npu())
 
     async def cpu_loop(self) -> None:
-        rng = rng_from_env("top-cpu")
+        rng, stimulus = rng_from_env("top-cpu"), self.stimulus
+        falling, read_only = FallingEdge(self.dut.cpu_clk), ReadOnly()
         while True:
-            await FallingEdge(self.dut.cpu_clk)
-            self.stimulus.drive_cpu(rng)
-            await ReadOnly()
-            self.stimulus.cpu_taken(self.monitor.cpu())
+            await falling
+            stimulus.drive_cpu(rng)
+            if stimulus.preverify_entry is None:
+                continue  # nothing offered: nothing moves at the coming edge, no sample
+            await read_only
+            stimulus.cpu_taken(self.monitor.cpu())
 
     # -- the CPU on the AXI4-Lite port ------------------------------------------------------
 
@@ -845,7 +856,8 @@ async def integration(dut):
     tb = TB(dut, params)
     stimulus, board, golden = tb.stimulus, tb.board, tb.board.golden
     await tb.start()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    start_ps = get_sim_time("ps")
     cocotb.start_soon(tb.pim_loop())
     stimulus.stop = True  # no traffic while presetting
     cocotb.start_soon(tb.register_loop(stimulus.preset_script()))
@@ -873,7 +885,8 @@ async def integration(dut):
     for name in stimulus.readable:
         await tb.access("read", name)
     await FallingEdge(dut.pim_clk)
-    wall = time.perf_counter() - started
+    wall, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+    edges = sum((get_sim_time("ps") - start_ps) / period for period in PERIODS_PS.values())
 
     c = board.counts
     errors = board.errors.messages + board.leftovers(c["squashed"])
@@ -901,7 +914,8 @@ async def integration(dut):
         f"{board.events} events ({c['edc_events']} EDC, {c['tvc_commands']} TVC, "
         f"{c['draft_written']}/{c['feedback_written']}/{c['preverify_written']} queue entries) "
         f"in {stimulus.cycle} pim cycles, {wall:.1f} s wall = {board.events / wall:.0f} "
-        f"events/s, {stimulus.cycle / wall:.0f} pim cycles/s; {c['decisions']} decisions, "
+        f"events/s, {stimulus.cycle / wall:.0f} pim cycles/s, {edges / wall:.0f} clock edges/s "
+        f"(rising, three clocks), {edges / cpu_s:.0f} per CPU-second; {c['decisions']} decisions, "
         f"{c['answers']} answers ({c['nonzero_answers']} nonzero), {c['reads_checked']} reads "
         f"checked ({c['reads_unchecked']} skipped: EDC or TVC busy), {c['slverr']} SLVERR, "
         f"{c['irq_checked']} cycles of irq checked ({c['irq_high']} high), {c['writes']} writes, "
