@@ -79,8 +79,7 @@ class CycleClock:
             await FallingEdge(self.clock)
         else:
             await ClockCycles(self.clock, cycles, rising=False)
-        self.cycle += cycles
-        self.clocked += cycles
+        self._clocked(cycles)
 
     async def next_until(self, flag: Any, limit: int) -> bool:
         """Move to the first writable phase from the next one on in which ``flag`` is high.
@@ -98,14 +97,16 @@ class CycleClock:
         rose = RisingEdge(flag)
         timeout = Timer((limit - 1) * self.period_ps, "ps")
         if await First(rose, timeout) is not rose:
-            self.cycle += limit - 1
-            self.clocked += limit - 1
+            self._clocked(limit - 1)
             return False
         await FallingEdge(self.clock)
-        cycles = round((get_sim_time("ps") - started) / self.period_ps)
+        self._clocked(round((get_sim_time("ps") - started) / self.period_ps))
+        return True
+
+    def _clocked(self, cycles: int) -> None:
+        """Count ``cycles`` cycles that the simulator ran."""
         self.cycle += cycles
         self.clocked += cycles
-        return True
 
     def skip(self, cycles: int) -> None:
         """Count ``cycles`` cycles that the simulator did not run (a time warp)."""
