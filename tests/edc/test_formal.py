@@ -19,6 +19,8 @@ history shifts, LLR, the in-flight indices and the PHT entry each ``VERIFY`` tra
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import sys
 
 import pytest
 from amaranth.asserts import AnyConst, AnySeq  # amaranth.hdl does not export it in 0.5
@@ -29,11 +31,13 @@ from amaranth.hdl import (
     Cat,
     Cover,
     Elaboratable,
+    Fragment,
     Module,
     Mux,
     ResetSignal,
     Signal,
 )
+from amaranth.lib.fifo import SyncFIFO
 from harness import small_params
 from harness.formal import check
 
@@ -56,6 +60,51 @@ def spec_index(params: EDCParams, leht, llr):
     lo = (sum(leht[:half]) >> shift)[:3]
     hi = (sum(leht[half:]) >> shift)[:3]
     return Cat(llr, lo, hi)
+
+
+def owed_decisions(m: Module, edc: EDC, *, check_payload: bool) -> Signal:
+    """The number of decisions owed on ``o`` (one per executed ``DRAFT`` with ``L >= 1``,
+    ``emitting``) and not yet transferred, at most two (the buffer's depth); ``o.valid``
+    says whether there is one and, with ``check_payload``, ``o`` carries the oldest."""
+    owed = [Signal.like(edc.decision, name=f"owed{k}") for k in range(2)]
+    count = Signal(range(3), name="owed_count")
+    transfer = edc.o.valid & edc.o.ready
+    m.d.comb += Assert(edc.o.valid == (count != 0))
+    if check_payload:
+        m.d.comb += Assert(~edc.o.valid | (edc.o.payload.as_value() == owed[0].as_value()))
+    with m.If(transfer):
+        m.d.sync += owed[0].eq(owed[1])
+    with m.If(edc.emitting):
+        with m.If(count - transfer == 0):
+            m.d.sync += owed[0].eq(edc.decision)
+        with m.Else():
+            m.d.sync += owed[1].eq(edc.decision)
+    m.d.sync += count.eq(count + edc.emitting - transfer)
+    return count
+
+
+def _decision_buffer(fragment: Fragment) -> SyncFIFO:
+    """The EDC's output FIFO, found in its elaborated fragment (it is no attribute)."""
+    for child, *_ in fragment.subfragments:
+        for origin in child.origins or ():
+            if isinstance(origin, SyncFIFO):
+                return origin
+    raise LookupError("the EDC has no SyncFIFO")
+
+
+def _registers(fragment: Fragment, *names: str) -> dict[str, Signal]:
+    """The block's own registers of these names (local to its ``elaborate``), found in its
+    elaborated fragment."""
+    found = {}
+    for statements in fragment.statements.values():
+        for statement in statements:
+            for signal in statement._lhs_signals():
+                if isinstance(signal, Signal) and signal.name in names:
+                    found[signal.name] = signal
+    missing = set(names) - set(found)
+    if missing:
+        raise LookupError(f"the EDC has no registers {sorted(missing)}")
+    return found
 
 
 class Properties(Elaboratable):
@@ -146,6 +195,8 @@ class Properties(Elaboratable):
         #    LLR, and its counter (hence continue = MSB) is PHT[index] (a DRAFT does not
         #    change the PHT), checked at the watched entry, which may be any index.
         if "decision" in self.checks:
+            # ... and reaches o in order, none lost or duplicated, whatever o.ready does.
+            owed_decisions(m, edc, check_payload=True)
             emitted = past(edc.emitting, "emitting")
             decision = past(edc.decision, "decision")
             index = Signal(p.index_bits)
@@ -208,28 +259,36 @@ class Arithmetic(Elaboratable):
     - a protocol error (``DRAFT`` with ``L == 0``, ``VERIFY`` with LLR == 0), and a cycle
       that executed nothing, changes none of them.
 
-    Decisions are drained (``o.ready`` high), so an event executes in the cycle after its
-    acceptance or, behind a full output buffer, a cycle or two later; back-pressure is the
-    subject of the other properties and tiers. The block's in-flight queue is compared with
-    the wrapper's queue of spec indices in every cycle.
+    ``o.ready`` is free, so execution is followed through the port handshakes rather than
+    a fixed delay: the wrapper keeps the decisions the spec says the block owes (one per
+    executed ``DRAFT`` with ``L >= 1``, buffered two deep, in order) and requires that the
+    decision on ``o`` is the oldest of them, and that the event taken executes in the next
+    cycle unless it is such a ``DRAFT`` and two decisions wait on ``o`` (the only reason
+    the docstring gives for holding an event back). Every event's effect is then checked
+    whatever ``o`` did meanwhile, a ``VERIFY`` executed behind a full buffer included. The
+    block's in-flight queue is compared with the wrapper's queue of spec indices in every
+    cycle.
     """
 
-    def __init__(self, params: EDCParams, which: str):
+    def __init__(self, params: EDCParams, which: str, block=EDC):
         self.params = params
         self.which = which
+        self.block = block
 
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        m.submodules.edc = edc = EDC(p)
+        edc = self.block(p)
+        m.submodules.edc = fragment = Fragment.get(edc, platform)
         m.d.comb += Assume(~ResetSignal())
-        for port in (edc.i.valid, edc.i.payload.as_value(), edc.hmax_w.valid, edc.hmax_w.payload):
+        for port in (
+            edc.i.valid,
+            edc.i.payload.as_value(),
+            edc.o.ready,
+            edc.hmax_w.valid,
+            edc.hmax_w.payload,
+        ):
             m.d.comb += port.eq(AnySeq(len(port)))
-        # Drained by assumption, not by a constant: Amaranth folds a constant into the
-        # block's logic that reads it, and the mutation campaign would no longer recognise
-        # the block's netlist in this wrapper (tests/mutation/netlist.py).
-        drained = Signal()
-        m.d.comb += [drained.eq(AnySeq(1)), Assume(drained), edc.o.ready.eq(drained)]
 
         # The event taken and not yet executed (spec 2.1: L of a DRAFT and n_acc of a
         # VERIFY share the length field, S and S_acc the entropy-sum field).
@@ -242,10 +301,36 @@ class Arithmetic(Elaboratable):
         length = Signal(p.length_bits)
         hmax = Signal(16)
         executes = waiting & (~is_draft | (length == 0) | edc.emitting)
+
+        owed_count = owed_decisions(m, edc, check_payload=False)
+        buffer_full = owed_count == 2
+        # A strengthening invariant for the induction (the buffer's occupancy is not a
+        # port): it holds the decisions owed. Their values are checked from reset only
+        # (Properties), since a memory's contents cannot be named here.
+        m.d.comb += Assert(_decision_buffer(fragment).level == owed_count)
+        # Likewise the block's stage-1 register is the event the wrapper saw taken: an event
+        # may now wait without bound, so its fields are no longer pinned down by the steps
+        # the induction looks back over.
+        stage = _registers(fragment, "s1_valid", "s1_kind", "s1_has_tokens", "s1_full")
+        m.d.comb += Assert(stage["s1_valid"] == waiting)
+        # A DRAFT is taken only when it finds room (spec 2.1: refused while LLR is full),
+        # and nothing executes while it waits.
+        m.d.comb += Assert(~(waiting & is_draft & (length != 0)) | (edc.llr != p.llr_max))
+        with m.If(waiting):
+            m.d.comb += [
+                Assert((stage["s1_kind"] == EventKind.DRAFT.value) == is_draft),
+                Assert(stage["s1_has_tokens"] == (length != 0)),
+                Assert(stage["s1_full"] == full),
+            ]
+        m.d.comb += [
+            Assert(~edc.emitting | ~buffer_full),
+            # The only wait: a decision with no room for it on o.
+            Assert(~waiting | executes | (is_draft & (length != 0) & buffer_full)),
+        ]
         with m.If(taken):
             m.d.sync += [
                 waiting.eq(1),
-                is_draft.eq(head.kind == EventKind.DRAFT),
+                is_draft.eq(head.kind.as_value() == EventKind.DRAFT.value),
                 full.eq(head.payload.verify.full),
                 entropy_sum.eq(head.payload.draft.s),
                 length.eq(head.payload.draft.length),
@@ -253,12 +338,8 @@ class Arithmetic(Elaboratable):
             ]
         with m.Elif(executes):
             m.d.sync += waiting.eq(0)
-        # One event at a time: a new one is taken only as the waiting one executes, which
-        # happens within three cycles (the output buffer drains one decision a cycle).
+        # One event at a time: a new one is taken only as the waiting one executes.
         m.d.comb += Assert(~taken | ~waiting | executes)
-        waited = Signal(2)
-        m.d.sync += waited.eq(Mux(waiting & ~executes, waited + 1, 0))
-        m.d.comb += Assert(waited != 3)
         m.d.comb += Assert(~edc.emitting | (waiting & is_draft & (length != 0)))
 
         # The executed event and the state of the cycle before, for this cycle's checks.
@@ -436,3 +517,57 @@ def test_every_bucket_equals_the_spec_formula():
         depth=ARITHMETIC_DEPTH,
         engine="smtbmc yices",
     )
+
+
+def _planted(old: str, new: str):
+    """``EDC`` rebuilt from ``hw/edc.py`` with the one occurrence of ``old`` replaced by
+    ``new``: a planted bug in the real RTL."""
+    module = sys.modules[EDC.__module__]
+    source = inspect.getsource(module)
+    assert source.count(old) == 1, f"the planted bug's target must occur once: {old}"
+    namespace = {"__name__": f"{module.__name__}_planted"}
+    exec(compile(source.replace(old, new), module.__file__, "exec"), namespace)
+    return namespace["EDC"]
+
+
+@pytest.mark.formal
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # spec 2.1 trains the entry that made the prediction, not the one formed afterwards
+        ("trained_index = self.inflight[0]", "trained_index = index_next"),
+        # a VERIFY executed while two decisions wait on o trains no entry (mutant #3's bug,
+        # for every entry): invisible while o is drained, since the buffer never fills then
+        (
+            "with m.If(verify_ok & write_select[entry_index]):",
+            "with m.If(verify_ok & decisions.w_rdy & write_select[entry_index]):",
+        ),
+        # a DRAFT executes without room on o: its decision is lost
+        ("fire = s1_valid & (~emits | decisions.w_rdy)", "fire = s1_valid"),
+    ],
+    ids=["trains_current_index", "training_waits_for_o", "decision_dropped"],
+)
+def test_state_proof_fails_on_planted_bugs(old, new):
+    with pytest.raises(pytest.fail.Exception, match="failed assertion"):
+        check(
+            Arithmetic(PARAMS["predicted"], "state", block=_planted(old, new)),
+            name="edc_state_planted",
+            mode="prove",
+            depth=ARITHMETIC_DEPTH,
+            engine="smtbmc yices",
+        )
+
+
+@pytest.mark.formal
+def test_bucket_check_fails_on_planted_bug():
+    # 8*S - 1 >= k*L*Hmax is 8*S > k*L*Hmax: every threshold moved one step up
+    old = "scaled_sum = entropy_sum << EDCParams.BUCKET_BITS"
+    new = "scaled_sum = (entropy_sum << EDCParams.BUCKET_BITS) - 1"
+    with pytest.raises(pytest.fail.Exception, match="failed assertion"):
+        check(
+            Arithmetic(PARAMS["predicted"], "bucket", block=_planted(old, new)),
+            name="edc_bucket_planted",
+            mode="bmc",
+            depth=ARITHMETIC_DEPTH,
+            engine="smtbmc yices",
+        )
