@@ -6,10 +6,12 @@ sample in ``ReadOnly``), so the Python work per cycle is small. Each event that 
 
 Traffic: a slowly drifting entropy regime (so buckets and PHT counters visit every value),
 batches of 1..max tokens, full acceptance more likely at low entropy, partial acceptance
-otherwise; DRAFTs while EDC is full are presented for a few cycles (they must be refused)
-and then withdrawn; protocol errors (``VERIFY`` with nothing outstanding, ``DRAFT`` with
-``L == 0``) at a low rate; rare ``Hmax`` writes; idle cycles; and DRAFTs aimed at the bucket
-thresholds of spec 2.1 (``8*S == k*L*Hmax`` exactly, and ``S`` one step below or above), for
+otherwise, and (``predicted`` mode) a fifth of the verdicts following the trained entry's
+prediction, which runs entries into both saturations; DRAFTs while EDC is full are
+presented for a few cycles (they must be refused) and then withdrawn; protocol errors
+(``VERIFY`` with nothing outstanding, ``DRAFT`` with ``L == 0``) at a low rate; rare
+``Hmax`` writes; idle cycles; and DRAFTs aimed at the bucket thresholds of spec 2.1
+(``8*S == k*L*Hmax`` exactly, and ``S`` one step below or above), for
 every ``k``. Functional coverage (``harness/coverage.py``) counts those, the PHT counters
 saturating at both ends, LLR full, rollbacks and (with narrow counters) every event counter
 at its saturation value; a run that leaves a bin below its required count fails naming it.
@@ -54,6 +56,11 @@ LATENCY_TARGET = 2
 
 
 THRESHOLD_RATE = 0.1  # DRAFTs aimed at a bucket threshold
+# VERIFYs whose verdict follows the trained entry's prediction (predicted mode): a
+# predictable stretch drives the entries it trains into both saturations, so the PHT bins
+# fill in short runs too (seed 890934202's 4,000-event stall run trained no entry up at
+# its maximum three times otherwise).
+FOLLOW_RATE = 0.2
 BUCKET_BINS = [f"8S {side} k*L*Hmax, k={k}" for k in range(1, 8) for side in ("<", "==", ">")]
 
 
@@ -152,7 +159,10 @@ class Traffic:
         length = self.batches[0] if self.batches else 1
         # Low-entropy regimes get their batches accepted more often (logistic).
         accept = 1.0 / (1.0 + math.exp((self.regime - 0.45) / 0.08))
-        full = rng.random() < accept
+        if p.update == "predicted" and golden.inflight and rng.random() < FOLLOW_RATE:
+            full = bool(golden.pht[golden.inflight[0]] >> (p.counter_bits - 1))
+        else:
+            full = rng.random() < accept
         n_acc = length if full else rng.randrange(length)
         if rng.random() < 0.02:
             n_acc = rng.randrange(self.max_length + 1)  # odd but legal: any count
