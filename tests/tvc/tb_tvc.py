@@ -13,17 +13,18 @@ bin below its required count fails naming it.
 
 Every accepted write and command is applied to ``ahasd.golden.tvc.TVC`` at its acceptance
 cycle, in acceptance order. Checked: each answer (``n`` and ``C_left``) against the golden
-``terms`` of that ``ASK``; the table entries and ``N_max`` through the read port in every idle
-cycle (round robin); ``ncr``, ``npu_busy`` and ``error`` against the golden model whenever no
-``LEARN`` is in progress (the RTL raises ``error`` for a bad ``LEARN`` when the ``LEARN``
-completes, the golden model at once): at every accepted command, every 16th idle cycle and
-right after every ``LEARN``; ``cmd.ready`` and ``wr.ready`` low in every cycle
-while the block is busy; ``busy`` low whenever no ``LEARN`` or ``ASK`` is in progress; no
-answer without an ``ASK``, and the answer held until it is taken; the ``ASK`` latency
-(acceptance to answer valid) and the ``LEARN`` latency (acceptance to the entry being in
-its table) against the 40-cycle target and against the exact latency ``hw/tvc.py``
-documents (``4`` or ``4 + divider_cycles["ask"]``; ``2`` or ``2 + divider_cycles["learn"]``),
-which the Amaranth tier asserts too: a late answer well within 40 cycles is still a bug.
+``terms`` of that ``ASK``; the table entries and ``N_max`` through the read port in every
+idle cycle (round robin); ``ncr``, ``npu_busy`` and ``error`` against the golden model
+whenever no ``LEARN`` is in progress (the RTL raises ``error`` for a bad ``LEARN`` when the
+``LEARN`` completes, the golden model at once): at every accepted command, in every idle
+cycle whose number is a multiple of 16 and right after every ``LEARN``; ``cmd.ready`` and
+``wr.ready`` low in every cycle while the block is busy; ``busy`` low whenever no ``LEARN``
+or ``ASK`` is in progress; no answer without an ``ASK``, and the answer held until it is
+taken; the ``ASK`` latency (acceptance to answer valid) and the ``LEARN`` latency
+(acceptance to the entry being in its table) against the 40-cycle target and against the
+exact latency ``hw/tvc.py`` documents (``4`` or ``4 + divider_cycles["ask"]``; ``2`` or ``2
++ divider_cycles["learn"]``), which the Amaranth tier asserts too: a late answer well within
+40 cycles is still a bug.
 
 How it stays fast (``docs/performance.md``, "Testbenches"): one coroutine drives and
 samples, through :class:`~ahasd.hw.tb.pins.Pin` s, and writes a port only when its value
