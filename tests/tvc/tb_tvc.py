@@ -22,9 +22,9 @@ cycle whose number is a multiple of 16 and right after every ``LEARN``; ``cmd.re
 or ``ASK`` is in progress; no answer without an ``ASK``, and the answer held until it is
 taken; the ``ASK`` latency (acceptance to answer valid) and the ``LEARN`` latency
 (acceptance to the entry being in its table) against the 40-cycle target and against the
-exact latency ``hw/tvc.py`` documents (``4`` or ``4 + divider_cycles["ask"]``; ``2`` or ``2
-+ divider_cycles["learn"]``), which the Amaranth tier asserts too: a late answer well within
-40 cycles is still a bug.
+exact latency ``hw/tvc.py`` documents (``4`` or ``4 + divider_cycles["ask"]``; ``2`` or
+``2 + divider_cycles["learn"]``), which the Amaranth tier asserts too: a late answer well
+within 40 cycles is still a bug.
 
 How it stays fast (``docs/performance.md``, "Testbenches"): one coroutine drives and
 samples, through :class:`~ahasd.hw.tb.pins.Pin` s, and writes a port only when its value
