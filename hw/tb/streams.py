@@ -162,6 +162,9 @@ class StreamPort:
 
     def transfer(self) -> int | None:
         """The payload moving at the coming rising edge (valid and ready), else ``None``."""
+        # A side this port drives low is known without asking the simulator.
+        if self._valid_w == 0 or self._ready_w == 0:
+            return None
         if self._valid.read() and self._ready.read():
             return self._payload.read()
         return None

@@ -392,9 +392,10 @@ class ControllerTopMonitor:
 
     def pim(self) -> PimCycle:
         d = self.driver
+        taken = self._access_valid.read() and self._access_ready.read()
         return PimCycle(
-            access=self._access(),
-            access_answer=self._access_answer(),
+            access=self._access() if taken else None,
+            access_answer=self._access_answer() if taken else None,
             irq=d.bus.irq(),
             edc_ready=d.edc.event.is_ready(),
             edc_event=d.edc.event.transfer(),
