@@ -86,7 +86,10 @@ def run(seeds: list[int], blocks: list[str], tier: str, quick: bool, workers: in
         )
         (out / f"seed-{seed}.log").write_text(done.stdout + done.stderr)
         cases = _failures(report)
-        if done.returncode not in (0, 5) and not cases:
+        if done.returncode == 5:
+            # A seed that ran nothing checked nothing: a marker or a folder is wrong.
+            cases = [(" ".join(folders), f"no test of the {tier} tier ran (pytest exit 5)")]
+        elif done.returncode != 0 and not cases:
             cases = [(" ".join(folders), f"pytest exit {done.returncode}, see the log")]
         failed += [(seed, node, message) for node, message in cases]
         verdict = "ok" if not cases else f"{len(cases)} FAILED"
