@@ -56,8 +56,10 @@ from dataclasses import dataclass
 import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly, Timer
 from cocotb.utils import get_sim_time
+from harness.coverage import Coverage
 from harness.tb import report, rng_from_env
 
+from ahasd.golden.edc import COUNTER_NAMES
 from ahasd.golden.queues import make_entry, pack, unpack
 from ahasd.golden.top import GoldenTop
 from ahasd.hw.tb.checker import ErrorLog, InOrderChecker
@@ -139,6 +141,190 @@ class EdcEvent:
     probes: int
 
 
+# -- which registers each event changed (the register-visible effects) ---------------------
+
+_TABLE_GROUPS = ("TVC_NVCT", "TVC_PDCT", "TVC_PVCT")
+_GTSU_LIVE = ("GTSU_LAST_SWITCH", "GTSU_SWITCHES", "GTSU_DLM_ENABLE", "GTSU_TLM_ENABLE")
+# The event kind that raised an interrupt cause (the causes of the errors follow ERROR's
+# bits, whichever event set the flag: ChangeRecord.error_source).
+CAUSE_SOURCES = {"preverify": "preverify write", "edc_backpressure": "EDC refused DRAFT"}
+ERROR_CAUSES = (("edc", "edc_error"), ("tvc", "tvc_error"), ("gtsu_config", "gtsu_error"))
+
+
+def event_registers(regmap) -> dict[str, tuple[str, ...]]:
+    """The registers each event kind can change, per the register map's descriptions.
+
+    The kinds: the EDC's events (a DRAFT refused for backpressure only raises a cause), the
+    TVC's commands (``ASK`` changes no register), each queue transfer on its side, a GTSU
+    edge that switches, a soft reset, and any other bus write (the register written, and
+    ERROR: ``EDC_HMAX`` written 0, overlapping masks). ``IRQ_STATUS`` is recorded with the
+    event that made its cause rise (:data:`CAUSE_SOURCES`), at the edge that sets it.
+    """
+    tables = tuple(reg.name for reg in regmap if reg.group in _TABLE_GROUPS)
+    blocks = ("EDC_HMAX", "EDC_LLR", *(f"EDC_{name.upper()}" for name in COUNTER_NAMES))
+    blocks += ("TVC_N_MAX", "TVC_NCR", *tables, "GTSU_DLM_MASK", "GTSU_TLM_MASK")
+    blocks += ("GTSU_T_OFF", "GTSU_T_ON", *_GTSU_LIVE)
+    return {
+        "EDC DRAFT": ("EDC_LLR", "EDC_DRAFTS", "EDC_CONTINUES", "EDC_SUPPRESSIONS", "ERROR"),
+        "EDC VERIFY": ("EDC_LLR", "EDC_VERIFIES", "EDC_ROLLBACKS", "ERROR"),
+        "TVC LEARN": (*tables, "ERROR"),
+        "TVC NPU_START": ("STATUS", "TVC_NCR"),
+        "TVC NPU_DONE": ("STATUS", "TVC_NCR"),
+        "draft write": ("DRAFT_QUEUE_LEVEL",),
+        "draft read": ("DRAFT_QUEUE_LEVEL",),  # a squashed entry too
+        "feedback write": ("FEEDBACK_QUEUE_LEVEL",),
+        "feedback read": ("FEEDBACK_QUEUE_LEVEL",),
+        "preverify write": ("PREVERIFY_QUEUE_LEVEL",),
+        "preverify read": ("PREVERIFY_QUEUE_LEVEL",),
+        "GTSU switch": ("STATUS", *_GTSU_LIVE),
+        "SOFT_RESET": ("ERROR", "STATUS", *blocks),
+        "write": (*(reg.name for reg in regmap if reg.writable and reg.readable), "ERROR"),
+    }
+
+
+def coverage_bins(regmap) -> dict[str, int]:
+    """One bin per (event kind, register) an event of that kind can change, ``"kind ->
+    register"``, each needing a read that observed the change (:class:`ChangeRecord`)."""
+    kinds = event_registers(regmap)
+    pairs = [(kind, name) for kind in kinds if kind != "write" for name in kinds[kind]]
+    # IRQ_STATUS, by the events that raise its causes. An error cause rises only when its
+    # sticky ERROR flag does, so at most once between two soft resets of its block.
+    pairs += [(kind, "IRQ_STATUS") for kind in (*CAUSE_SOURCES.values(), "EDC DRAFT")]
+    pairs += [("EDC VERIFY", "IRQ_STATUS"), ("TVC LEARN", "IRQ_STATUS")]
+    # Bus writes: what they change besides the register written (which the random reads
+    # check like any other): ERROR and the causes its flags raise (the presets write
+    # EDC_HMAX 0 and read both back), and IRQ_STATUS cleared.
+    pairs += [("write", "ERROR"), ("write", "IRQ_STATUS")]
+    # The everyday events' effects on their own registers: many times (the CPU reads the
+    # least observed change first, so they come in tens per run).
+    often = ("EDC", "TVC LEARN", "draft", "feedback", "preverify", "GTSU")
+    frequent = {
+        (kind, name)
+        for kind, name in pairs
+        if kind.startswith(often) and name not in ("ERROR", "IRQ_STATUS")
+    }
+    return {f"{kind} -> {name}": 10 if (kind, name) in frequent else 1 for kind, name in pairs}
+
+
+def register_views(golden: GoldenTop) -> dict[str, object]:
+    """A cheap view of each register an event can change: equal views, equal register
+    values (TVC_NCR: its counting origin or its frozen value, so a running count is one
+    view)."""
+    edc, tvc, gtsu, irq = golden.edc, golden.tvc, golden.gtsu, golden.irq_status
+
+    def ncr():
+        if tvc.busy:
+            return ("counting", golden.cycle - tvc.ncr(golden.cycle))
+        return ("frozen", tvc.ncr(golden.cycle))
+
+    def table(group, index):
+        name = group[4:].lower()
+        return lambda: tvc.tables[name][index]
+
+    def counter(name):
+        return lambda: edc.counters[name]
+
+    views = {
+        "ERROR": lambda: (edc.error, tvc.error, gtsu.config_error),
+        "STATUS": lambda: (gtsu.task, gtsu.ready, gtsu.gating, tvc.busy),
+        "IRQ_STATUS": lambda: tuple(irq.values()),
+        "IRQ_ENABLE": lambda: tuple(golden.irq_enable.values()),
+        "DRAFT_QUEUE_LEVEL": lambda: golden.draft_queue.level,
+        "FEEDBACK_QUEUE_LEVEL": lambda: golden.feedback_queue.level,
+        "PREVERIFY_QUEUE_LEVEL": lambda: golden.preverify_queue.level,
+        "EDC_HMAX": lambda: edc.hmax,
+        "EDC_LLR": lambda: edc.llr,
+        "TVC_N_MAX": lambda: tvc.n_max,
+        "TVC_NCR": ncr,
+        "GTSU_DLM_MASK": lambda: gtsu.dlm_mask,
+        "GTSU_TLM_MASK": lambda: gtsu.tlm_mask,
+        "GTSU_T_OFF": lambda: gtsu.t_off,
+        "GTSU_T_ON": lambda: gtsu.t_on,
+        "GTSU_LAST_SWITCH": lambda: gtsu.last_switch_cycles,
+        "GTSU_SWITCHES": lambda: gtsu.switches,
+        "GTSU_DLM_ENABLE": lambda: gtsu.dlm_enable,
+        "GTSU_TLM_ENABLE": lambda: gtsu.tlm_enable,
+    }
+    views.update({f"EDC_{name.upper()}": counter(name) for name in COUNTER_NAMES})
+    for reg in golden.regmap:
+        if reg.group in _TABLE_GROUPS:
+            views[reg.name] = table(reg.group, reg.index)
+    return views
+
+
+class ChangeRecord:
+    """The registers the golden model's events changed and the CPU has not read since.
+
+    ``pending[register] = (kinds, view)``: the event kinds of the register's last change and
+    its view after it. A checked bus read of the register whose golden view is still that
+    one observed the change: the bins ``"kind -> register"`` count it and the entry goes.
+    """
+
+    def __init__(self, golden: GoldenTop, coverage: Coverage) -> None:
+        self.golden = golden
+        self.coverage = coverage
+        self.kinds = event_registers(golden.regmap)
+        self.views = register_views(golden)
+        self.pending: dict[str, tuple[tuple[str, ...], object]] = {}
+        self.error_source: dict[str, str] = {}  # interrupt cause -> the kind that raised it
+        self.hits = dict.fromkeys(coverage.required, 0)  # observed changes per bin
+        self.observed = self.overwritten = 0
+
+    def before(self, names) -> list:
+        views = self.views
+        return [views[name]() for name in names]
+
+    def after(self, kind: str, names, before: list) -> None:
+        """Record the registers of ``names`` whose view is not ``before`` any more."""
+        views = self.views
+        for name, old in zip(names, before, strict=True):
+            new = views[name]()
+            if new != old:
+                if name == "ERROR":
+                    for (_, cause), was, now in zip(ERROR_CAUSES, old, new, strict=True):
+                        if now and not was:
+                            self.error_source[cause] = kind
+                self.changed((kind,), name, new)
+
+    def changed(self, kinds: tuple[str, ...], name: str, view) -> None:
+        self.overwritten += name in self.pending
+        self.pending[name] = (kinds, view)
+
+    def causes_risen(self, before: tuple) -> None:
+        """After the edge: the causes set at it, recorded with the events that raised them."""
+        now = self.views["IRQ_STATUS"]()
+        if now == before:
+            return
+        kinds = []
+        for cause, was, value in zip(self.golden.irq_status, before, now, strict=True):
+            if value and not was:
+                kinds.append(CAUSE_SOURCES.get(cause) or self.error_source.get(cause, "write"))
+        self.changed(tuple(kinds), "IRQ_STATUS", now)
+
+    def rarest(self) -> str:
+        """The pending register whose change counts in the bin with the fewest hits."""
+        hits, best, fewest = self.hits, None, None
+        for name, (kinds, _) in self.pending.items():
+            count = min(hits.get(f"{kind} -> {name}", 1 << 30) for kind in kinds)
+            if fewest is None or count < fewest:
+                best, fewest = name, count
+        return best
+
+    def observe(self, name: str) -> bool:
+        """A checked read of ``name`` (its low word) showed the golden value of now; False
+        if the register changed since without a recorded event (a testbench fault)."""
+        kinds, view = self.pending.pop(name)
+        if self.views[name]() != view:
+            return False
+        self.observed += 1
+        for kind in kinds:
+            label = f"{kind} -> {name}"
+            if label in self.hits:
+                self.hits[label] += 1
+                self.coverage.sample(label)
+        return True
+
+
 # -- checker (with the model) --------------------------------------------------------------
 
 
@@ -160,6 +346,18 @@ class Scoreboard:
         self.switches_before_resets = 0  # GTSU switches counted before soft resets
         self.counts = dict.fromkeys(COUNTS, 0)
         self.preverify_unseen = 0  # PIM cycles an order has been pending with want low
+        self.coverage = Coverage("top", coverage_bins(self.golden.regmap))
+        self.record = ChangeRecord(self.golden, self.coverage)
+        gtsu = self.golden.gtsu
+        self.gtsu_state = lambda: (
+            gtsu.task,
+            gtsu.ready,
+            gtsu.gating,
+            gtsu.last_switch_cycles,
+            gtsu.switches,
+            gtsu.dlm_enable,
+            gtsu.tlm_enable,
+        )
 
     @property
     def events(self) -> int:
@@ -181,7 +379,9 @@ class Scoreboard:
         name = found[0].name if found else None
         expected = golden.bus_read(address)  # always: it keeps the golden snapshots in step
         _, ok = expected
+        caught_up = True  # a level: the RTL's shows the golden queue's
         if name in LEVELS:
+            caught_up = expected[0] == levels[LEVELS[name]]
             expected = (levels[LEVELS[name]], True)
         check = settled(name) if name else True
         if found and found[0].buffer_reads:
@@ -200,17 +400,33 @@ class Scoreboard:
                 f"read {name or hex(address)}: RTL {answer[0]:#x} ok={not answer[1]}, "
                 f"golden {expected[0]:#x} ok={expected[1]}"
             )
+        elif (
+            found
+            and found[1] == 0
+            and caught_up
+            and name in self.record.pending
+            and not self.record.observe(name)
+        ):
+            self.errors.add(f"{name} changed in the golden model with no event recorded")
 
     def register_write(self, address: int, data: int, strobe: int, error: bool) -> None:
         """A write taken at this edge (after :meth:`edge`)."""
         golden = self.golden
         switches = golden.gtsu.switches
+        record = self.record
+        found = golden.regmap.at(address)
+        name = found[0].name if found else hex(address)
+        kind = "SOFT_RESET" if name == "SOFT_RESET" else "write"
+        if kind == "SOFT_RESET":
+            names = record.kinds[kind]
+        else:
+            names = (name, "ERROR") if name in record.views else ("ERROR",)
+        before = record.before(names)
         ok = golden.bus_write(address, data, strobe)
+        record.after(kind, names, before)
         if golden.gtsu.switches < switches:  # a soft reset of the GTSU clears its count
             self.switches_before_resets += switches
         self.bus_answers.append((0, ok))
-        found = golden.regmap.at(address)
-        name = found[0].name if found else hex(address)
         if ok == error:
             self.errors.add(f"write {name}: RTL error={error}, golden ok={ok}")
         self.counts["soft_resets" if name == "SOFT_RESET" else "writes"] += 1
@@ -247,8 +463,11 @@ class Scoreboard:
         self.counts["preverify_cycles"] += outputs["task"] == 2
 
     def edc_event(self, event: EdcEvent) -> None:
-        golden = self.golden
+        golden, record = self.golden, self.record
         self.counts["edc_events"] += 1
+        kind = "EDC DRAFT" if event.kind == "draft" else "EDC VERIFY"
+        names = record.kinds[kind]
+        before = record.before(names)
         if event.kind == "draft":
             if golden.edc_refuses_draft():
                 self.errors.add("EDC took a DRAFT while full")
@@ -258,14 +477,23 @@ class Scoreboard:
                 self.decisions.expect(decision)
         else:
             golden.edc_verify(*event.args)
+        record.after(kind, names, before)
 
     def edc_decision(self, decision: dict[str, int]) -> None:
         self.decisions.check(decision)
         self.counts["decisions"] += 1
 
     def tvc_command(self, op: Op, args: dict) -> None:
-        golden = self.golden
+        record = self.record
         self.counts["tvc_commands"] += 1
+        kind = f"TVC {op.name}"
+        names = record.kinds.get(kind, ())  # ASK changes no register
+        before = record.before(names)
+        self.apply_tvc(op, args)
+        record.after(kind, names, before)
+
+    def apply_tvc(self, op: Op, args: dict) -> None:
+        golden = self.golden
         if op == Op.LEARN:
             table = "n_max" if args["table"] == Table.N_MAX else args["table"].name.lower()
             golden.tvc_learn(table, args["cycles"], args["length"])
@@ -281,29 +509,49 @@ class Scoreboard:
         self.counts["answers"] += 1
         self.counts["nonzero_answers"] += answer["n"] > 0
 
+    def level_changed(self, kind: str, name: str, before: int) -> None:
+        level = self.record.views[name]()
+        if level != before:
+            self.record.changed((kind,), name, level)
+
     def draft_written(self, entry: tuple) -> None:
+        queue = self.golden.draft_queue
+        before = queue.level
         if not self.golden.draft_push(entry):
             self.errors.add("draft queue took an entry with the golden queue full")
+        self.level_changed("draft write", "DRAFT_QUEUE_LEVEL", before)
         self.counts["draft_written"] += 1
 
     def feedback_read(self, bits: int) -> None:
         checker = self.queue_outputs["feedback"]
+        before = self.golden.feedback_queue.level
         checker.expect(self.golden.feedback_pop())
+        self.level_changed("feedback read", "FEEDBACK_QUEUE_LEVEL", before)
         checker.check(unpack("feedback", bits, self.p.queues))
         self.counts["feedback_read"] += 1
 
     def preverify_read(self, bits: int) -> None:
         checker = self.queue_outputs["pre-verification"]
+        before = self.golden.preverify_queue.level
         checker.expect(self.golden.preverify_pop())
+        self.level_changed("preverify read", "PREVERIFY_QUEUE_LEVEL", before)
         checker.check(unpack("preverify", bits, self.p.queues))
         self.counts["preverify_read"] += 1
 
     def edge(self, want_draft: int, want_preverify: bool) -> None:
+        record, gtsu_state = self.record, self.gtsu_state
+        causes, state = record.views["IRQ_STATUS"](), gtsu_state()
         self.golden.step(want_draft, want_preverify)
+        record.causes_risen(causes)
+        if gtsu_state() != state:
+            busy = self.golden.tvc.busy
+            before = [(*state[:3], busy), *state[3:]]
+            record.after("GTSU switch", record.kinds["GTSU switch"], before)
 
     # the NPU and CPU sides
     def npu(self, sample: NpuCycle, epoch: int, feedback_entry: tuple | None) -> None:
         golden = self.golden
+        before = golden.draft_queue.level
         if sample.draft_read is not None:
             checker = self.queue_outputs["draft"]
             checker.expect(golden.draft_pop(epoch))
@@ -313,15 +561,20 @@ class Scoreboard:
             self.counts["squashed"] += 1
             if golden.draft_squash_one(epoch) is None:
                 self.errors.add(f"draft queue squashed a live entry: {golden.draft_queue.peek()}")
+        self.level_changed("draft read", "DRAFT_QUEUE_LEVEL", before)
         if sample.feedback_written is not None:
+            before = golden.feedback_queue.level
             if not golden.feedback_push(feedback_entry):
                 self.errors.add("feedback queue took an entry with the golden queue full")
+            self.level_changed("feedback write", "FEEDBACK_QUEUE_LEVEL", before)
             self.counts["feedback_written"] += 1
 
     def cpu(self, sample: CpuCycle, preverify_entry: tuple | None) -> None:
         if sample.preverify_written is not None:
+            before = self.golden.preverify_queue.level
             if not self.golden.preverify_push(preverify_entry):
                 self.errors.add("pre-verification queue took an entry with the golden queue full")
+            self.level_changed("preverify write", "PREVERIFY_QUEUE_LEVEL", before)
             self.counts["preverify_written"] += 1
 
     # the end
@@ -360,6 +613,8 @@ class Stimulus:
         self.stop = False  # no new traffic (drain)
         self.hold_edc = False  # the CPU's access depends on the EDC: no new event
         self.hold_tvc = False  # ... on the TVC: no new command
+        self.pinned = False  # both held across accesses (reading what a soft reset changed)
+        self.hold_queues = False  # no new queue transfer: a level read waits for its change
         self.tvc_idle_run = 0  # cycles the TVC has been idle in a row
         # Pending work.
         self.edc_event: EdcEvent | None = None
@@ -529,7 +784,8 @@ class Stimulus:
         """Drive every PIM-side input but the AXI port for this cycle (after the falling
         edge)."""
         rng, d = self.rng, self.driver
-        hold_edc, hold_tvc = self.hold_edc, self.hold_tvc
+        hold_edc, hold_tvc = self.hold_edc or self.pinned, self.hold_tvc or self.pinned
+        hold_queues = self.hold_queues
         if self.edc_event is None and not hold_edc and not self.stop:
             if rng.random() < 0.002:
                 self.edc_rate = rng.choice([0.1, 0.5, 0.9])
@@ -556,18 +812,18 @@ class Stimulus:
 
         if rng.random() < 0.01:
             self.want_draft ^= 1
-        d.gtsu.request_draft(self.want_draft)
+        d.gtsu.request_draft(self.want_draft and not self.pinned)
 
-        if self.draft_entry is None and not self.stop and rng.random() < 0.25:
+        if self.draft_entry is None and not self.stop and rng.random() < 0.25 and not hold_queues:
             self.draft_entry = self.random_draft_entry()
             d.queues.draft_w.present(pack("draft", self.draft_entry, self.p.queues))
         elif self.draft_entry is None:
             d.queues.draft_w.withdraw()
-        feedback_ready = int(self.stop or rng.random() < 0.4)
+        feedback_ready = int((self.stop or rng.random() < 0.4) and not hold_queues)
         d.queues.feedback_r.accept(feedback_ready)
         if rng.random() < 0.001:
             self.preverify_take = rng.choice([0.01, 0.05, 0.3])
-        preverify_ready = int(self.stop or rng.random() < self.preverify_take)
+        preverify_ready = int((self.stop or rng.random() < self.preverify_take) and not hold_queues)
         d.queues.preverify_r.accept(preverify_ready)
 
     def pim_taken(self, sample: PimCycle) -> None:
@@ -623,7 +879,7 @@ class Stimulus:
         if sample.preverify_read is not None:
             board.preverify_read(sample.preverify_read)
 
-        board.edge(self.want_draft, sample.want_preverify)
+        board.edge(self.want_draft and not self.pinned, sample.want_preverify)
         if access is not None and access[0]:
             board.register_write(access[1] << 2, access[2], access[3], sample.access_answer[1])
             if golden.regmap.at(access[1] << 2) == (golden.regmap.get("SOFT_RESET"), 0):
@@ -641,8 +897,9 @@ class Stimulus:
             self.reader_epoch += 1
             self.board.counts["epoch_bumps"] += 1
         d.queues.set_reader_epoch(self.reader_epoch & mask)
-        d.queues.draft_r.accept(int(self.stop or rng.random() >= self.reader_stall))
-        if self.feedback_entry is None and not self.stop and rng.random() < 0.2:
+        held = self.hold_queues
+        d.queues.draft_r.accept(int((self.stop or rng.random() >= self.reader_stall) and not held))
+        if self.feedback_entry is None and not self.stop and rng.random() < 0.2 and not held:
             self.feedback_entry = make_entry(
                 "feedback",
                 batch_id=rng.randrange(1 << q.batch_id_bits),
@@ -670,7 +927,8 @@ class Stimulus:
 
     def drive_cpu(self, rng) -> None:
         q, port = self.p.queues, self.driver.queues.preverify_w
-        if self.preverify_entry is None and not self.stop and rng.random() < 0.03:
+        new = not self.stop and not self.hold_queues
+        if self.preverify_entry is None and new and rng.random() < 0.03:
             self.preverify_entry = make_entry(
                 "preverify",
                 batch_id=rng.randrange(1 << q.batch_id_bits),
@@ -784,29 +1042,73 @@ class TB:
                 f"{what}: AXI answered {data:#x}/{response}, the register file {rdata:#x}/{ok}"
             )
 
-    async def access(self, kind: str, name: str, value: int = 0, strobe: int = 0xF) -> None:
+    async def _level_settle(self, name: str) -> None:
+        """Hold the queue traffic until the RTL's level of ``name`` shows the golden one
+        (the synchronisers' latency), for a few cycles at most (an entry presented to a
+        full queue keeps waiting)."""
+        self.stimulus.hold_queues = True
+        port, view = LEVELS[name], self.board.record.views[name]
+        for _ in range(12):
+            if self.driver.queues.level(port) == view():
+                return
+            await self.clock.next()
+
+    async def access(
+        self, kind: str, name: str, value: int = 0, strobe: int = 0xF, settle: bool = False
+    ) -> int:
         """One register access of the CPU (a 64-bit register: its words, low first), holding
-        the blocks it depends on; SOFT_RESET and IRQ_STATUS writes wait for them to settle."""
+        the blocks it depends on; SOFT_RESET and IRQ_STATUS writes wait for them to settle,
+        and so does a read with ``settle``. Returns the data read."""
         bus, regmap = self.driver.bus, self.board.golden.regmap
         reg = regmap.get(name) if isinstance(name, str) else None
         addresses = reg.word_addresses if reg else (name,)
         label = reg.name if reg else hex(name)
         if kind == "write" and label in ("SOFT_RESET", "IRQ_STATUS"):
             await self._settle(edc=True, tvc=True)
-        elif kind == "read" and self.stimulus.rng.random() < 0.8:
+        elif kind == "read" and (settle or self.stimulus.rng.random() < 0.8):
             # Mostly let the blocks it shows settle first, so that the read can be compared.
             await self._settle(edc=depends_on_edc(label), tvc=depends_on_tvc(label))
+            if settle and label in LEVELS:
+                await self._level_settle(label)
         else:
             self.stimulus.hold_edc = depends_on_edc(label)
+        total = 0
         for word, address in enumerate(addresses):
             if kind == "read":
                 data, response = await bus.read_word(self.clock, address, 20000)
+                total |= data << (32 * word)
             else:
                 data = (value >> (32 * word)) & 0xFFFF_FFFF
                 response = await bus.write_word(self.clock, address, data, 20000, strobe)
                 data = 0
             await self._check_answer(data, response, f"{kind} {label}")
-        self.stimulus.hold_edc = self.stimulus.hold_tvc = False
+        self.stimulus.hold_edc = self.stimulus.hold_tvc = self.stimulus.hold_queues = False
+        return total
+
+    async def soft_reset(self, value: int) -> None:
+        """A soft reset, then a read of every register it changed, the blocks held until
+        the last (a later event would overwrite the reset values before they are seen)."""
+        stimulus, pending = self.stimulus, self.board.record.pending
+        await self.access("write", "SOFT_RESET", value)
+        stimulus.pinned = True
+        # The GTSU's first: it moves on its own (held idle: want_draft low meanwhile).
+        names = [name for name, (kinds, _) in pending.items() if "SOFT_RESET" in kinds]
+        names.sort(key=lambda name: not name.startswith(("STATUS", "GTSU_")))
+        for name in names:
+            if name in pending and "SOFT_RESET" in pending[name][0]:
+                await self.access("read", name, settle=True)
+        stimulus.pinned = False
+
+    async def read_changes(self) -> None:
+        """Read a register an event changed (once settled), and, as an interrupt handler
+        would, clear the causes IRQ_STATUS showed: an error cause rises again only then."""
+        stimulus, record = self.stimulus, self.board.record
+        # Mostly the change in the least observed bin (a rare event's is overwritten soon).
+        rare = stimulus.rng.random() < 0.7
+        name = record.rarest() if rare else stimulus.rng.choice(list(record.pending))
+        data = await self.access("read", name, settle=True)
+        if name == "IRQ_STATUS" and data and stimulus.rng.random() < 0.5:
+            await self.access("write", "IRQ_STATUS", data)
 
     async def random_access(self) -> None:
         rng, stimulus = self.stimulus.rng, self.stimulus
@@ -814,7 +1116,7 @@ class TB:
         roll = rng.random()
         if self.random_accesses % SOFT_RESET_EVERY == 0:
             # Besides the random ones: every seed resets during the traffic a few times.
-            await self.access("write", "SOFT_RESET", rng.randrange(1, 8))
+            await self.soft_reset(rng.randrange(1, 8))
         elif roll < 0.03:
             name, value = stimulus.random_write()
             await self.access("write", name, value, rng.choice([0xF, 0xF, 0xF, rng.randrange(16)]))
@@ -826,15 +1128,19 @@ class TB:
         elif roll < 0.045:
             await self.access("write", "IRQ_STATUS", rng.randrange(32))
         elif roll < 0.047:
-            await self.access("write", "SOFT_RESET", rng.randrange(1, 8))
+            await self.soft_reset(rng.randrange(1, 8))
         elif roll < 0.06:
             # Refused: an unmapped word, a write to a read-only register.
             if rng.random() < 0.5:
                 await self.access("read", rng.choice([0x01C, 0x084, 0x620, 0xFFC]))
             else:
                 await self.access("write", rng.choice(["ID", "EDC_LLR", "TVC_NCR"]), 1)
-        else:
+        elif roll < 0.3 or not self.board.record.pending:
             await self.access("read", rng.choice(stimulus.readable))
+        else:
+            # What the events changed, in preference to any register, so that each change
+            # is seen through the bus before the next event overwrites it.
+            await self.read_changes()
 
     async def register_loop(self, script: list[tuple[str, str, int]]) -> None:
         """The presets (``script``), then random accesses until the traffic stops."""
@@ -922,3 +1228,13 @@ async def integration(dut):
         f"{c['soft_resets']} soft resets, {c['refusals']} refused DRAFT cycles, "
         f"{c['squashed']} squashed drafts, {switches} GTSU switches",
     )
+    record, coverage = board.record, board.coverage
+    report(
+        dut,
+        f"{record.observed} event changes observed through the bus, {record.overwritten} "
+        "overwritten before a read; bins: "
+        + ", ".join(f"{name} {coverage.hits(name)}" for name in coverage.required),
+    )
+    coverage.write()
+    report(dut, coverage.summary())
+    coverage.check()
