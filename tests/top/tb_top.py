@@ -1235,7 +1235,10 @@ async def integration(dut):
         "preverify_wanted": 100,
         "reads_checked": 1000,
         "slverr": 10,
-        "irq_high": 100,
+        # The CPU now clears the causes an IRQ_STATUS read shows half the time (so the sticky
+        # causes rise again), and the output is high for fewer of the checked cycles: seed
+        # 817639482 saw it high in 52 of 1,709. Checked high at all is what counts.
+        "irq_high": 20,
     }
     too_few = {name: c[name] for name, low in minimums.items() if c[name] < low}
     assert not too_few, f"traffic too thin: {too_few} (all counts: {c})"
