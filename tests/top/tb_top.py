@@ -64,7 +64,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import cocotb
-from cocotb.triggers import FallingEdge, ReadOnly, Timer
+from cocotb.triggers import Event, FallingEdge, ReadOnly, Timer
 from cocotb.utils import get_sim_time
 from harness.coverage import Coverage
 from harness.tb import report, rng_from_env
@@ -1007,6 +1007,11 @@ class TB:
         self.clock = CycleClock(dut.pim_clk)
         self.script_done = False
         self.cpu_done = False
+        # Set by the PIM loop once the traffic has its events (or an error): the test body
+        # waits for it instead of waking at every PIM edge to count (an eighth of the
+        # scheduler's wake-ups).
+        self.traffic_done = Event()
+        self.events_wanted: int | None = None
         self.random_accesses = 0
 
     async def start(self) -> None:
@@ -1020,8 +1025,13 @@ class TB:
     async def pim_loop(self) -> None:
         stimulus = self.stimulus
         falling, read_only = FallingEdge(self.dut.pim_clk), ReadOnly()
+        board, done = self.board, self.traffic_done
         while True:
             await falling
+            wanted = self.events_wanted
+            if wanted is not None and (board.events >= wanted or board.errors):
+                self.events_wanted = None
+                done.set()
             stimulus.drive_pim()
             await read_only
             stimulus.pim_taken(self.monitor.pim())
@@ -1200,8 +1210,8 @@ async def integration(dut):
     assert not board.errors, "preset phase:\n" + "\n".join(board.errors.messages)
     cocotb.start_soon(tb.npu_loop())
     cocotb.start_soon(tb.cpu_loop())
-    while board.events < EVENTS and not board.errors:
-        await FallingEdge(dut.pim_clk)
+    tb.events_wanted = EVENTS
+    await tb.traffic_done.wait()
     # Drain: no new traffic, every sink ready; the NPU reader squashes what is stale.
     stimulus.stop = True
     while not tb.cpu_done:
