@@ -9,39 +9,21 @@ Usage: ``.venv/bin/python bench/bench_queues.py``
 
 from __future__ import annotations
 
-import re
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 from figures import report
-
-ROOT = Path(__file__).resolve().parents[1]
+from testbench import run_item
 
 
 def main() -> int:
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-rA",
-        "tests/queues/test_cocotb.py",
-        "-k",
-        "npu1000_pim800",
-    ]
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - started
-    found = re.search(
+    ran = run_item(
+        "bench_queues",
+        ["tests/queues/test_cocotb.py", "-k", "npu1000_pim800"],
         r"AHASD: (.*= (\d+) pim cycles/s; (\d+) clock edges/s, (\d+) per CPU-second)",
-        done.stdout,
     )
-    if done.returncode != 0 or not found:
-        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n")
-        print("bench_queues: the queue cocotb test failed", file=sys.stderr)
+    if ran is None:
         return 1
+    found, wall = ran
     print(f"queues cocotb (Verilator): {found.group(1)}")
     report("bench_queues", "queues cocotb, PIM cycles/s", int(found.group(2)), "", 0)
     report("bench_queues", "queues cocotb, clock edges/s (wall)", int(found.group(3)), "", 0)

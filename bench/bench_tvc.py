@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 from figures import report
+from testbench import load, run_item
 
-ROOT = Path(__file__).resolve().parents[1]
 NAME = "bench_tvc"
 TARGET = 50_000  # clock edges per second
 
@@ -31,29 +27,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--strict", action="store_true")
     args = parser.parse_args()
-    print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-rA",
-        "tests/tvc/test_cocotb.py",
-        "-k",
-        "default and seed0",
-    ]
+    print(f"load average at the start: {load()}")
     env = {**os.environ, "AHASD_SEED": "1", "AHASD_COMMANDS": "50000"}
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
-    wall = time.perf_counter() - started
-    found = re.search(
+    ran = run_item(
+        NAME,
+        ["tests/tvc/test_cocotb.py", "-k", "default and seed0"],
         r"AHASD: (.* in (\d+) cycles, .* = (\d+) clock edges/s, (\d+) per CPU-second)",
-        done.stdout,
+        env,
     )
-    if done.returncode != 0 or not found:
-        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n")
-        print("bench_tvc: the TVC cocotb test failed", file=sys.stderr)
+    if ran is None:
         return 1
+    found, wall = ran
     print(f"TVC cocotb random tier (Verilator): {found.group(1)}")
     edges_wall, edges_cpu = int(found.group(3)), int(found.group(4))
     report(NAME, "TVC cocotb, clock edges/s (wall)", edges_wall, "", 0)

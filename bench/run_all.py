@@ -19,7 +19,7 @@ from figures import report
 
 HERE = Path(__file__).resolve().parent
 #: Modules of this directory that are not benchmarks.
-NOT_BENCHMARKS = {"run_all", "figures"}
+NOT_BENCHMARKS = {"run_all", "figures", "testbench"}
 # Cheapest first; the whole test suite last.
 ORDER = [
     "aau_accuracy",
