@@ -19,8 +19,6 @@ history shifts, LLR, the in-flight indices and the PHT entry each ``VERIFY`` tra
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import sys
 
 import pytest
 from amaranth.asserts import AnyConst, AnySeq  # amaranth.hdl does not export it in 0.5
@@ -40,6 +38,7 @@ from amaranth.hdl import (
 from amaranth.lib.fifo import SyncFIFO
 from harness import small_params
 from harness.formal import check
+from harness.planted import planted
 
 from ahasd.hw.edc import EDC, EventKind
 from ahasd.params import EDCParams
@@ -520,14 +519,8 @@ def test_every_bucket_equals_the_spec_formula():
 
 
 def _planted(old: str, new: str):
-    """``EDC`` rebuilt from ``hw/edc.py`` with the one occurrence of ``old`` replaced by
-    ``new``: a planted bug in the real RTL."""
-    module = sys.modules[EDC.__module__]
-    source = inspect.getsource(module)
-    assert source.count(old) == 1, f"the planted bug's target must occur once: {old}"
-    namespace = {"__name__": f"{module.__name__}_planted"}
-    exec(compile(source.replace(old, new), module.__file__, "exec"), namespace)
-    return namespace["EDC"]
+    """``EDC`` rebuilt from its source with ``old`` replaced by ``new``."""
+    return planted(EDC, old, new)
 
 
 @pytest.mark.formal

@@ -29,9 +29,7 @@ and with that:
 
 from __future__ import annotations
 
-import inspect
 import itertools
-import sys
 
 import pytest
 from amaranth.asserts import AnySeq
@@ -51,6 +49,7 @@ from amaranth.hdl import (
 from amaranth.lib.wiring import In
 from harness import small_params
 from harness.formal import check
+from harness.planted import planted
 
 from ahasd.hw.queues import AsyncQueues, DraftQueue
 from ahasd.params import QueueParams
@@ -297,14 +296,8 @@ def test_no_queue_drops_duplicates_or_reorders_an_entry_proved():
 
 
 def _planted(old: str, new: str):
-    """``AsyncQueues`` rebuilt from ``hw/queues.py`` with the one occurrence of ``old``
-    replaced by ``new``: a planted bug in the real RTL."""
-    module = sys.modules[AsyncQueues.__module__]
-    source = inspect.getsource(module)
-    assert source.count(old) == 1, f"the planted bug's target must occur once: {old}"
-    namespace = {"__name__": f"{module.__name__}_planted"}
-    exec(compile(source.replace(old, new), module.__file__, "exec"), namespace)
-    return namespace["AsyncQueues"]
+    """``AsyncQueues`` rebuilt from its source with ``old`` replaced by ``new``."""
+    return planted(AsyncQueues, old, new)
 
 
 @pytest.mark.formal
