@@ -3,8 +3,9 @@
 Write the properties in a small wrapper ``Elaboratable`` in the test (``Assert``/``Assume``/
 ``Cover`` from ``amaranth.hdl``) that instantiates the block; the RTL itself stays free of
 verification code. :func:`check` exports RTLIL with ``platform="formal"``, writes an ``.sby``
-file under ``build/formal/<name>/`` and runs it; a failing property fails the test with the
-solver's summary and the path of the counterexample trace.
+file under ``build/formal/<name>/`` (``<name>-gwN`` under pytest-xdist) and runs it; a
+failing property fails the test with the solver's summary and the path of the
+counterexample trace.
 """
 
 from __future__ import annotations
@@ -60,7 +61,13 @@ def check(
     if mode not in ENGINES:
         raise ValueError(f"mode must be one of {sorted(ENGINES)}, not {mode!r}")
     mutant = mutation_mode()
-    workdir = (BUILD if mutant is None else mutant.workdir) / name
+    # One directory per pytest-xdist worker: two items may run checks of the same name at
+    # once (a planted-bug test's parameters), and sby would write over the other's files.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if mutant is not None:
+        workdir = mutant.workdir / name
+    else:
+        workdir = BUILD / (f"{name}-{worker}" if worker else name)
     workdir.mkdir(parents=True, exist_ok=True)
     # A plain Elaboratable wrapper has no signature: its free inputs (AnySeq/AnyConst) and the
     # clocks of undefined domains are what the solver drives, so no ports are named.
