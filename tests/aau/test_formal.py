@@ -32,9 +32,6 @@ fail proves nothing.
 
 from __future__ import annotations
 
-import inspect
-import sys
-
 import pytest
 from amaranth.asserts import AnySeq  # amaranth.hdl does not export it in 0.5
 from amaranth.hdl import (
@@ -50,6 +47,7 @@ from amaranth.hdl import (
 )
 from harness import small_params
 from harness.formal import check
+from harness.planted import planted
 
 from ahasd.hw.aau import AAU, REDUCTION_LATENCY, RESULT_LATENCY, Mode, PostPass
 from ahasd.hw.aau_back_end import BACK_END_LATENCY, BackEnd, ElementKind
@@ -72,15 +70,9 @@ pytestmark = pytest.mark.formal
 
 
 def mutant(cls, old: str, new: str):
-    """``cls`` rebuilt from its module's source with the one occurrence of ``old`` replaced
-    by ``new``: a planted bug in the real RTL (the other classes of the module come along,
-    so a unit that instantiates another gets the mutated one)."""
-    module = sys.modules[cls.__module__]
-    source = inspect.getsource(module)
-    assert source.count(old) == 1, f"mutation target must occur once in {module.__name__}: {old}"
-    namespace = {"__name__": f"{module.__name__}_mutant"}
-    exec(compile(source.replace(old, new), module.__file__, "exec"), namespace)
-    return namespace[cls.__name__]
+    """``cls`` rebuilt with a planted bug (the other classes of its module come along, so a
+    unit that instantiates another gets the mutated one)."""
+    return planted(cls, old, new)
 
 
 def fails(design, **options):
