@@ -10,7 +10,7 @@ TEST_EXTRAS ?= hf,ray
 comma := ,
 TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(subst $(comma),-,$(TEST_EXTRAS)))
 
-.PHONY: run test lint verilog area bench reproduce clean help regress mutate
+.PHONY: run test lint verilog area bench reproduce clean help regress mutate long
 
 help:
 	@echo "make run    Verilog of every block, then the paper grid on the built-in traces and its report"
@@ -19,6 +19,7 @@ help:
 	@echo "make reproduce  the paper's evaluation on every platform and GPU baseline, sensitivity,"
 	@echo "                regime map: build/reproduce/report.md (resumable)"
 	@echo "make bench  benchmarks (builds, co-simulation, cocotb edges/s, sweep runs/s, make test, ...), each beside the last run's"
+	@echo "make long   every long check (formal proofs and exhaustive runs; make test runs LONG_SAMPLE of them)"
 	@echo "make regress SEEDS=N [SEED0=S] [BLOCKS=...]  the random cocotb tiers on N seeds"
 	@echo "make mutate [MUTANTS=N] [MUTATE_BLOCKS=...]  mutation campaign per block (writes tests/mutation/record.json)"
 	@echo "make clean  remove build outputs (keeps .venv)"
@@ -65,14 +66,23 @@ PYTEST_WORKERS ?= 2
 # (printed; replay with AHASD_SEED), then a mutant sample: per block MUTATION_SAMPLE of the
 # mutants the recorded campaign killed (tests/mutation/record.json), each run through the
 # tier that killed it; one that survives now fails the test (docs/verification.md).
+# The suite itself skips the second and third seeds of the random cocotb tests (`make
+# regress` runs them) and runs LONG_SAMPLE of the long checks (marked `long`: formal proofs
+# and exhaustive runs of minutes each; `make long` runs all), chosen by a fresh seed that
+# pytest's header prints (tests/conftest.py).
 MUTATION_SAMPLE ?= 2
+LONG_SAMPLE ?= 1
 test: lint $(TEST_STAMP)
-	$(BIN)/pytest -n $(PYTEST_WORKERS)
+	AHASD_LONG_SAMPLE=$(LONG_SAMPLE) $(BIN)/pytest -n $(PYTEST_WORKERS) -m "not extra_seed"
 	$(BIN)/python tests/harness/regress.py --seeds 2 --tier fast --blocks edc tvc queues gtsu \
 		--workers $(PYTEST_WORKERS)
 	$(BIN)/python tests/mutation/run.py --sample $(MUTATION_SAMPLE) --first-kill \
 		--blocks edc tvc queues gtsu --count $(MUTANTS) --seed $(MUTATION_SEED) \
 		--jobs $(PYTEST_WORKERS) --report build/mutation/sample.md
+
+# Every long check (the ones `make test` samples).
+long: $(TEST_STAMP)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) -m long
 
 # The random cocotb tiers on SEEDS seeds: fresh ones (printed) unless SEED0 is given; each
 # failure is listed with the command that replays it. QUICK=1 shortens every testbench run.

@@ -36,6 +36,7 @@ def test_aau_random_vectors_against_golden():
 
 @pytest.mark.cocotb
 @pytest.mark.slow
+@pytest.mark.long
 def test_aau_long_vectors_against_golden():
     """65,536 and 32,768 elements and lengths one off the powers of two, back to back."""
     run_block_cocotb(

@@ -1040,6 +1040,7 @@ def reduction_depth(mode: Mode) -> int:
     return 1 + REDUCTION_PARAMS.max_length + REDUCTION_LATENCIES[mode] + 2
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mode", [Mode.MAX, Mode.STATS], ids=["max", "stats"])
 def test_reduction_results_equal_the_spec(mode):
     check(

@@ -874,6 +874,7 @@ def test_gate_with_stalls(bits):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_gate_every_code():
     """All 65,536 codes of both functions (G = 6), back to back: g from docs/aau.md 10, and
     g never decreases in the code."""

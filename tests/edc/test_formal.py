@@ -473,6 +473,7 @@ def test_llr_queue_and_decision_bmc(update):
 
 
 @pytest.mark.formal
+@pytest.mark.long
 @pytest.mark.parametrize("update", ["predicted", "current"])
 def test_counters_stay_in_range_prove(update):
     """The counter properties hold for every transition of every state (reachable or not),
@@ -503,6 +504,7 @@ def test_histories_index_and_trained_entry_follow_the_spec_proved(update):
 
 
 @pytest.mark.formal
+@pytest.mark.long
 def test_every_bucket_equals_the_spec_formula():
     """The bucket of every DRAFT and VERIFY equals min(7, (8*S) // (L*Hmax)) for every S, L
     and Hmax, so at every threshold 8*S == k*L*Hmax and on both sides of it. A bounded check

@@ -326,6 +326,7 @@ def test_answers_and_learned_ratios_equal_the_spec_formulas_proved(which):
 
 
 @pytest.mark.formal
+@pytest.mark.long
 def test_answers_equal_the_spec_formulas_two_entries_bmc():
     """Bounded check from reset with two-entry tables (sums of two ratios, shift F + 1) at
     the small parameter set."""
