@@ -2,7 +2,8 @@
 compared cycle by cycle with the golden model (``tb_gtsu.py``).
 
 Three seeds per parameter set: ``AHASD_SEED`` (or a fresh random seed, printed) plus 1 and
-plus 2. 20,000 cycles per seed (``AHASD_CYCLES`` overrides).
+plus 2 (``make test`` runs the first, ``make regress`` all three). 20,000 cycles per seed
+(``AHASD_CYCLES`` overrides).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from harness import small_params
 from harness.cocotb_run import run_block_cocotb, run_cocotb
-from harness.seeds import choose_seed
+from harness.seeds import choose_seed, seed_offsets
 
 from ahasd.hw.gtsu import GTSU
 from ahasd.params import GTSUParams
@@ -28,7 +29,7 @@ PARAMS = {
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("offset", [0, 1, 2], ids=["seed0", "seed1", "seed2"])
+@pytest.mark.parametrize("offset", seed_offsets(3))
 @pytest.mark.parametrize("name", sorted(PARAMS))
 def test_gtsu_random_requests_against_golden(name, offset):
     seed = choose_seed() + offset

@@ -20,3 +20,15 @@ def choose_seed(default: int | None = None) -> int:
         seed = random.SystemRandom().randrange(1 << 31)
     print(f"seed: {seed} (replay with AHASD_SEED={seed})")
     return seed
+
+
+def seed_offsets(count: int) -> list:
+    """Parameters ``0 .. count - 1`` (ids ``seed0``, ``seed1``, ...) of a random test run on
+    that many seeds, its seed plus the offset. Offsets above 0 are marked ``extra_seed``:
+    ``make test`` runs the first seed only, ``make regress`` every offset of every seed."""
+    import pytest
+
+    return [
+        pytest.param(offset, id=f"seed{offset}", marks=[pytest.mark.extra_seed] if offset else [])
+        for offset in range(count)
+    ]

@@ -1,7 +1,8 @@
 """Controller top, cocotb tier: the integration test (tb_top.py) and the register walk
 (tb_registers.py) on the generated Verilog.
 
-Two seeds: ``AHASD_SEED`` (or a fresh random seed, printed) and that seed plus one. Each run
+Two seeds: ``AHASD_SEED`` (or a fresh random seed, printed) and that seed plus one (``make
+test`` runs the first, ``make regress`` both). Each run
 drives at least 20,000 events (``AHASD_EVENTS`` overrides) through the top and checks them
 against the golden controller.
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from harness.cocotb_run import run_block_cocotb
-from harness.seeds import choose_seed
+from harness.seeds import choose_seed, seed_offsets
 
 from ahasd.params import TopParams
 
@@ -20,7 +21,7 @@ HERE = Path(__file__).parent
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("offset", [0, 1], ids=["seed0", "seed1"])
+@pytest.mark.parametrize("offset", seed_offsets(2))
 def test_top_integration_against_golden(offset):
     run_block_cocotb(
         "top",

@@ -2,7 +2,8 @@
 compared answer by answer with the golden model (``tb_tvc.py``).
 
 Three seeds per parameter set: ``AHASD_SEED`` (or a fresh random seed, printed) plus 1 and
-plus 2. 50,000 commands per seed (``AHASD_COMMANDS`` overrides, e.g. for a quick run).
+plus 2 (``make test`` runs the first, ``make regress`` all three). 50,000 commands per seed
+(``AHASD_COMMANDS`` overrides, e.g. for a quick run).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from harness import small_params
 from harness.cocotb_run import run_block_cocotb
-from harness.seeds import choose_seed
+from harness.seeds import choose_seed, seed_offsets
 
 from ahasd.params import TVCParams
 
@@ -30,7 +31,7 @@ PARAMS = {
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("offset", [0, 1, 2], ids=["seed0", "seed1", "seed2"])
+@pytest.mark.parametrize("offset", seed_offsets(3))
 @pytest.mark.parametrize("name", sorted(PARAMS))
 def test_tvc_random_commands_against_golden(name, offset):
     seed = choose_seed() + offset
