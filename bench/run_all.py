@@ -19,12 +19,13 @@ from figures import report
 
 HERE = Path(__file__).resolve().parent
 #: Modules of this directory that are not benchmarks.
-NOT_BENCHMARKS = {"run_all", "figures", "testbench"}
+NOT_BENCHMARKS = {"run_all", "figures", "testbench", "tb_floor"}
 # Cheapest first; the whole test suite last.
 ORDER = [
     "aau_accuracy",
     "bench_sweep",
     "bench_backends",
+    "bench_floor",
     "bench_queues",
     "bench_build",
     "bench_cosim",
