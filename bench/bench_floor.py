@@ -1,4 +1,4 @@
-"""Benchmark: the cocotb floor of this machine, what the testbench figures are measured against.
+"""Benchmark: the cocotb scheduler's floor on this machine (a counter and nothing else).
 
 A 32-bit counter under cocotb and Verilator (the build path the tests use), clocked for
 200,000 cycles twice with nothing else to do: with one wake-up per edge (the bare counter
