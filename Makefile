@@ -62,10 +62,11 @@ $(TEST_STAMP): $(STAMP)
 # Two workers: the cocotb and formal tiers are single-threaded subprocesses.
 PYTEST_WORKERS ?= 2
 
-# After the suite: the fast random tiers of the controller blocks on two fresh seeds more
-# (printed; replay with AHASD_SEED), then a mutant sample: per block MUTATION_SAMPLE of the
-# mutants the recorded campaign killed (tests/mutation/record.json), each run through the
-# tier that killed it; one that survives now fails the test (docs/verification.md).
+# After the suite: the seeded tests (marker `seeded`) of the controller blocks' fast tiers on
+# two fresh seeds more (printed; replay with AHASD_SEED), then a mutant sample: per block
+# MUTATION_SAMPLE of the mutants the recorded campaign killed (tests/mutation/record.json),
+# each run through the tier that killed it; one that survives now fails the test
+# (docs/verification.md).
 # The suite itself skips the second and third seeds of the random cocotb tests (`make
 # regress` runs them) and runs LONG_SAMPLE of the long checks (marked `long`: formal proofs
 # and exhaustive runs of minutes each; `make long` runs all), chosen by a fresh seed that

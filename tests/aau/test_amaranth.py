@@ -303,6 +303,7 @@ def test_ties_take_the_lowest_index():
     assert [(r["max"], r["argmax"]) for r in results] == [(7, 1), (7, 1), (-9, 0)]
 
 
+@pytest.mark.seeded
 def test_sum_and_max():
     rng = random.Random(choose_seed(11))
     vectors = [
@@ -344,6 +345,7 @@ def random_vectors(rng, count):
     return vectors
 
 
+@pytest.mark.seeded
 def test_stalls_on_both_sides_change_nothing():
     seed = choose_seed()
     rng = random.Random(seed)
@@ -453,6 +455,7 @@ def test_norm_by_hand():
     assert elements == [(-256, 0), (256, 1), (256, 0), (256, 1)]
 
 
+@pytest.mark.seeded
 def test_norm_before_any_first_pass_and_of_a_constant_vector_is_beta():
     """Reset N = T = r = k = 0 (docs/aau.md 9.2): c = 0, y = B. A constant vector: c = N X -
     T = 0 for every element, y = B exactly."""
@@ -468,6 +471,7 @@ def test_norm_before_any_first_pass_and_of_a_constant_vector_is_beta():
     assert [y for y, _ in elements] == betas
 
 
+@pytest.mark.seeded
 def test_relu_is_exact():
     codes = [-32768, -32767, -256, -1, 0, 1, 255, 32766, 32767]
     rng = random.Random(choose_seed(29))
@@ -477,6 +481,7 @@ def test_relu_is_exact():
     assert [last for _, last in elements] == [0] * (len(codes) - 1) + [1]
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize(
     ("mode", "reference"), [(Mode.SILU, float_silu), (Mode.GELU, float_gelu)], ids=["silu", "gelu"]
 )
@@ -501,6 +506,7 @@ def test_gated_activations(mode, reference):
             assert y == max(code, 0), code
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize("rms", [False, True], ids=["layernorm", "rmsnorm"])
 def test_norm_random_vectors(rms):
     """Random vectors (OPT-like: Gaussian with a few large channels; a mean far above the
@@ -563,6 +569,7 @@ def mixed_vectors(rng, count):
     return vectors, params
 
 
+@pytest.mark.seeded
 def test_every_mode_interleaved_with_stalls_changes_nothing():
     """All modes interleaved, once back to back and once with random gaps on the input, the
     parameter stream and both outputs: the same outputs, in the same order."""

@@ -153,6 +153,7 @@ def test_all_equal(length: int, code: int) -> None:
     assert set(aau_softmax(x).tolist()) == {stats.top1}
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize("where", ["first", "last", "middle"])
 def test_max_first_last(where: str) -> None:
     rng = np.random.default_rng(seed_for(11))
@@ -219,6 +220,7 @@ def test_softmax_with_other_stats_saturates_above_reference() -> None:
     assert probs[1] == 65535
 
 
+@pytest.mark.seeded
 def test_sum_matches_python() -> None:
     rng = np.random.default_rng(seed_for(5))
     x = rng.integers(-32768, 32768, 65536)
@@ -228,6 +230,7 @@ def test_sum_matches_python() -> None:
 # ---- sequential definition versus the vectorised model ----
 
 
+@pytest.mark.seeded
 def test_vectorised_equals_sequential() -> None:
     rng = np.random.default_rng(seed_for(7))
     vectors = [
@@ -262,6 +265,7 @@ def _sample(rng: np.random.Generator) -> list[np.ndarray]:
     return vectors
 
 
+@pytest.mark.seeded
 def test_accuracy_sample() -> None:
     rng = np.random.default_rng(seed_for(2024))
     worst = np.zeros(3)

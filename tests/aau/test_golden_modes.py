@@ -163,6 +163,7 @@ def test_activation_error_over_every_code(function, reference) -> None:
     assert error.max() <= TARGET
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize("bits", [1, 3, 10])
 def test_other_gate_table_sizes_follow_the_definition(bits: int) -> None:
     # every code through the doc's formula, written out per element with Python ints
@@ -221,6 +222,7 @@ def test_rmsnorm_by_hand() -> None:
     assert y.tolist() == [256, 256]
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize("length", [1, 2, 7, 4096, 65536])
 @pytest.mark.parametrize("code", [-32768, -1, 0, 12345, 32767])
 def test_layernorm_of_a_constant_vector_is_beta(length: int, code: int) -> None:
@@ -234,6 +236,7 @@ def test_layernorm_of_a_constant_vector_is_beta(length: int, code: int) -> None:
     assert np.array_equal(aau_norm(x, gamma, beta, stats=stats), beta)
 
 
+@pytest.mark.seeded
 def test_norm_after_reset_outputs_beta() -> None:
     rng = np.random.default_rng(choose_seed(19))
     x, gamma, beta = (rng.integers(-32768, 32768, 300) for _ in range(3))
@@ -304,6 +307,7 @@ def _norm_errors(rng: np.random.Generator, x: np.ndarray, rms: bool) -> tuple[fl
     return float(error.max()) / span, excess
 
 
+@pytest.mark.seeded
 def test_norm_accuracy_sample() -> None:
     rng = np.random.default_rng(choose_seed(2024))
     worst, worst_excess = 0.0, -1.0

@@ -169,6 +169,7 @@ def random_division(rng, dividend_bits, divisor_bits, quotient_bits):
     return dividend, divisor
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize(
     "widths",
     [
@@ -279,6 +280,7 @@ def test_leading_one_exhaustive(width):
     assert found == [(max(0, v.bit_length() - 1), int(v != 0)) for v in values]
 
 
+@pytest.mark.seeded
 def test_leading_one_wide():
     rng = random.Random(choose_seed(17))
     values = [0, 1, (1 << 49) - 1, 1 << 48] + [
@@ -387,6 +389,7 @@ def test_exp_every_code_monotonic():
         assert {n for n, _ in outputs} == set(range(-185, 185))
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize("bits", [1, 3, 12])
 def test_exp_other_tables_with_stalls(bits):
     """Random codes and the range ends, with a tag, gaps on the input and output stalls."""
@@ -477,6 +480,7 @@ def run_log(dut, cases):
     return log2s, lns
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize(
     "widths",
     [
@@ -589,6 +593,7 @@ def run_post_pass(dut, vectors, *, in_idle=0.0, out_stall=0.0, seed=0):
     return taken, results
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize(
     "params", [AAUParams(), AAUParams(max_length=1000, ln_table_bits=8)], ids=str
 )
@@ -730,6 +735,7 @@ def test_root_exhaustive(bits):
         assert busy == (bits + 1) // 2
 
 
+@pytest.mark.seeded
 def test_root_at_the_norm_width():
     """The NORM post pass's V in [2**46, 2**48) (docs/aau.md 9.2) and the ends of 48 bits."""
     rng = random.Random(choose_seed(48))
@@ -783,6 +789,7 @@ def test_multiplier_exhaustive():
         assert (product, busy) == (a * b, 3)
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize(
     "widths", [(63, 25), (32, 32), (1, 5), (9, 1)], ids=["n_s2", "t_t", "narrow", "one_bit"]
 )
@@ -799,6 +806,7 @@ def test_multiplier_at_the_norm_widths(widths):
         assert (product, busy) == (a * b, multiplier_bits), (a, b)
 
 
+@pytest.mark.seeded
 def test_leading_one_at_the_norm_width():
     """U of the NORM post pass: 79 bits (docs/aau.md 9.5)."""
     rng = random.Random(choose_seed(79))
@@ -857,6 +865,7 @@ def test_gate_rtl_tables_match_the_doc():
         assert (silu_table(bits), gelu_table(bits)) == doc_gate_tables(bits), bits
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize("bits", [1, 6, 10])
 def test_gate_with_stalls(bits):
     """Random codes of both functions and the span ends, with a tag, gaps and stalls."""
@@ -932,6 +941,7 @@ def random_norm_vector(rng, params):
     return codes, total, sum_sq
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize(
     "params", [AAUParams(), AAUParams(max_length=1000, norm_eps=4295)], ids=["default", "small"]
 )

@@ -393,6 +393,7 @@ def test_params_type_is_checked():
 # -- random invariants ------------------------------------------------------------------------
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize("update", ["predicted", "current"])
 def test_random_stream_invariants(update):
     rng = seeded_rng(20261129)
@@ -425,6 +426,7 @@ def test_random_stream_invariants(update):
     assert expect_error  # the stream did hit VERIFY with nothing outstanding
 
 
+@pytest.mark.seeded
 def test_current_mode_never_suppresses():
     # A consequence of the spec, not of the code: in "current" mode a rejection trains the
     # index formed after the rollback, whose LLR field is 0, while every DRAFT reads an index

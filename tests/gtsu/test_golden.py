@@ -440,6 +440,7 @@ def expected_timeline(source: str, target: str, masks: tuple[int, int], t_off: i
     return [*rows, (target, 1, on_dlm, on_tlm, 0)], on_dlm, on_tlm
 
 
+@pytest.mark.seeded
 def test_random_run_invariants():
     seed = choose_seed(20261129)
     rng = random.Random(seed)

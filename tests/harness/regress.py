@@ -30,10 +30,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKS = ("edc", "tvc", "queues", "gtsu", "aau", "top", "axi_lite")
 TIERS = {
-    # The tiers whose stimulus depends on the seed.
+    # The tests whose stimulus depends on the seed: every cocotb test, and the tests of the
+    # fast tiers marked ``seeded`` (tests/test_seeded_marks.py keeps the marks complete); a
+    # directed test would do the same on every seed.
     "cocotb": "cocotb",
-    "fast": "not cocotb and not formal",
-    "all": "not formal",
+    "fast": "seeded and not cocotb and not formal",
+    "all": "(seeded or cocotb) and not formal",
 }
 # Shorter runs for a sweep over many seeds (each block's knobs, read by its testbench).
 QUICK = {

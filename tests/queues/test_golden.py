@@ -230,6 +230,7 @@ def test_fifo_checker():
     assert len(check_fifo_output([], [sent[0]])) == 1  # out of an empty queue
 
 
+@pytest.mark.seeded
 def test_random_traffic_through_the_model_passes_the_checker():
     # Random pushes, pops and epoch bumps through DraftQueueModel, observed by a streaming
     # scoreboard; then one injected fault per kind must be caught.

@@ -549,6 +549,7 @@ def test_latency_targets(params):
     run(params, body, f"latency_{params.tag()}")
 
 
+@pytest.mark.seeded
 @pytest.mark.parametrize(
     "params",
     [
