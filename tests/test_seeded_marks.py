@@ -14,12 +14,11 @@ import pytest
 from harness.regress import BLOCKS
 
 TESTS = Path(__file__).parent
-SEED_CALLS = {"choose_seed", "seeded_rng"}
 
 
 def _seed_names(tree: ast.Module) -> set[str]:
     """``choose_seed`` and the names it is imported under."""
-    names = set(SEED_CALLS)
+    names = {"choose_seed"}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             names |= {a.asname or a.name for a in node.names if a.name == "choose_seed"}

@@ -7,22 +7,16 @@ so ``bucket(5120*k*L, L) == k``.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 
 import pytest
+from harness.seeds import choose_seed
 
 from ahasd.golden.edc import EDC, bucket
 from ahasd.params import EDCParams
 
 UNIT = 5120  # Hmax / 8 with the default Hmax: the width of one bucket, per token
-
-
-def seeded_rng(default: int) -> random.Random:
-    seed = int(os.environ.get("AHASD_SEED", default))
-    print(f"seed: {seed} (replay with AHASD_SEED={seed})")
-    return random.Random(seed)
 
 
 # -- bucket -----------------------------------------------------------------------------------
@@ -396,7 +390,7 @@ def test_params_type_is_checked():
 @pytest.mark.seeded
 @pytest.mark.parametrize("update", ["predicted", "current"])
 def test_random_stream_invariants(update):
-    rng = seeded_rng(20261129)
+    rng = random.Random(choose_seed(20261129))
     params = EDCParams(update=update)
     edc = EDC(params)
     committed = 0  # independent count of outstanding batches
@@ -432,7 +426,7 @@ def test_current_mode_never_suppresses():
     # index formed after the rollback, whose LLR field is 0, while every DRAFT reads an index
     # with LLR >= 1. Counters a DRAFT can read therefore only ever go up from the reset value
     # 2 (MSB 1), so every answer is "continue", whatever the stream.
-    rng = seeded_rng(77)
+    rng = random.Random(choose_seed(77))
     edc = EDC(EDCParams(update="current"))
     answers = set()
     for _ in range(3000):

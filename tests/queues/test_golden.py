@@ -7,11 +7,11 @@ built by hand.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 
 import pytest
+from harness.seeds import choose_seed
 
 from ahasd.golden.queues import (
     DRAFT_FIELDS,
@@ -31,12 +31,6 @@ from ahasd.golden.queues import (
     unpack,
 )
 from ahasd.params import QueueParams
-
-
-def seeded_rng(default: int) -> random.Random:
-    seed = int(os.environ.get("AHASD_SEED", default))
-    print(f"seed: {seed} (replay with AHASD_SEED={seed})")
-    return random.Random(seed)
 
 
 def draft(batch_id: int, epoch: int) -> DraftEntry:
@@ -234,7 +228,7 @@ def test_fifo_checker():
 def test_random_traffic_through_the_model_passes_the_checker():
     # Random pushes, pops and epoch bumps through DraftQueueModel, observed by a streaming
     # scoreboard; then one injected fault per kind must be caught.
-    rng = seeded_rng(1129)
+    rng = random.Random(choose_seed(1129))
     queue = DraftQueueModel(16)
     board = DraftQueueScoreboard()
     written, read, epochs = [], [], []
