@@ -54,11 +54,15 @@ class Pin:
     width : int
     read : () -> int
         The signal's value (unsigned).
+    fingerprint : () -> int | str
+        A read that tells two values of the signal apart without converting them: the
+        simulator's integer where :attr:`read` is one, else its bit string (a wide signal's
+        read builds an integer from the string; comparing snapshots needs only equality).
     write : (int) -> None
         Deposit an unsigned value (inputs; registers only where the design allows it).
     """
 
-    __slots__ = ("handle", "max", "raw", "read", "width", "write")
+    __slots__ = ("fingerprint", "handle", "max", "raw", "read", "width", "write")
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
@@ -68,8 +72,10 @@ class Pin:
         if _two_state() and self.width < 32:
             # A 32-bit or wider value would come back as a signed C long: use the bits.
             self.read = self.raw.get_signal_val_long
+            self.fingerprint = self.read
         else:
             self.read = self._read_bits
+            self.fingerprint = self.raw.get_signal_val_binstr
         if not _writes_at_once():
             self.write = self._write_scheduled
         elif self.width <= 32:

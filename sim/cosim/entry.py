@@ -3,9 +3,9 @@
 The job comes in the environment (``AHASD_COSIM_JOB``, JSON, written by
 :func:`ahasd.sim.cosim.job.run_cosim`): the run settings, the top's parameters, whether to
 feed the RTL's latencies back into the model, and where to write the result. The model runs
-in a thread started with ``cocotb.task.bridge``; every controller call is a coroutine run
-with ``cocotb.task.resume`` (:class:`ahasd.sim.cosim.rtl.BlockingRTLController`). The result
-file holds the model's summary, the decision log, the co-simulation's statistics and the
+in a greenlet of the simulator's thread; every controller call switches to a coroutine that
+runs it on the RTL (:class:`ahasd.sim.cosim.rtl.InlineRTLController`). The result file
+holds the model's summary, the decision log, the co-simulation's statistics and the
 wall time.
 """
 
@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 
 import cocotb
-from cocotb.task import bridge
 
 from ahasd.params import TopParams
 from ahasd.sim.cosim.job import JOB_ENV, TOP
 from ahasd.sim.cosim.model import model_inputs, run_model, settings_from_dict
-from ahasd.sim.cosim.rtl import BlockingRTLController, RTLController
+from ahasd.sim.cosim.rtl import InlineRTLController, RTLController
 
 
 @cocotb.test(timeout_time=10, timeout_unit="sec")
@@ -42,18 +41,12 @@ async def cosim(dut):
     )
     await rtl.start()
     started, cpu_started = time.perf_counter(), time.process_time()
-    controller = BlockingRTLController(rtl)
-
-    def run_and_flush():
-        result = run_model(settings, controller)
-        controller.flush()  # the calls posted after the last one that answered
-        return result
-
-    summary, log = await bridge(run_and_flush)()
+    controller = InlineRTLController(rtl)
+    summary, log = await controller.run(lambda: run_model(settings, controller))
     wall = time.perf_counter() - started
     stats = rtl.statistics()
     stats["wall_s"] = wall
-    stats["cpu_s"] = time.process_time() - cpu_started  # the model's thread and the RTL's
+    stats["cpu_s"] = time.process_time() - cpu_started  # the model and the RTL
     stats["controller_cycles_per_s"] = stats["controller_cycles"] / wall if wall else 0.0
     stats["simulated_cycles_per_s"] = stats["simulated_cycles"] / wall if wall else 0.0
     stats["feedback"] = bool(job.get("feedback"))

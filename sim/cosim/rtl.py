@@ -4,10 +4,10 @@
 the generated Verilog of :class:`ahasd.hw.top.ControllerTop`, inside a cocotb simulator
 process (:mod:`ahasd.sim.cosim.entry`), through the testbench library's drivers of the top
 (:class:`ahasd.hw.tb.top.ControllerTopDriver`, the ones the integration test uses). The
-system model is synchronous Python: it runs in a thread started with ``cocotb.task.bridge``;
-each protocol call becomes a short coroutine, run with ``cocotb.task.resume``
-(:class:`BlockingRTLController`), that drives the top's ports for a few PIM clock cycles and
-reads the answer off the RTL. See ``docs/cosim.md`` for the loop, the time warp and
+system model is synchronous Python: it runs in a greenlet of the simulator's thread
+(:class:`InlineRTLController`); each protocol call switches to a cocotb coroutine that
+drives the top's ports for a few PIM clock cycles, reads the answer off the RTL and switches
+back with it. See ``docs/cosim.md`` for the loop, the time warp and
 debugging.
 
 Every call starts by moving to the next falling edge of ``pim_clk``, drives inputs there and
@@ -17,10 +17,12 @@ happens at the rising edge that ends the cycle iff ``valid`` and ``ready`` were 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from cocotb.task import resume
+import greenlet
 from cocotb.triggers import ReadOnly
 
 from ahasd.hw.tb.build import module_registers
@@ -33,8 +35,8 @@ from ahasd.params import TopParams
 from ahasd.sim.controller import Task
 
 __all__ = [
-    "BlockingRTLController",
     "CosimStats",
+    "InlineRTLController",
     "RTLController",
     "module_registers",
     "register_handles",
@@ -165,9 +167,10 @@ class RTLController:
             for name, handle in register_handles(dut, verilog_file)
             if name not in COUNTING_REGISTERS
         ]
-        # Read as plain integers: ~800 registers per snapshot, two snapshots per warp; through
-        # handle.value (a LogicArray each) the snapshots were 70% of the run's time.
-        self.register_reads = [Pin(handle).read for _, handle in self.registers]
+        # ~860 registers per snapshot, two snapshots per warp, compared only for equality:
+        # read as the simulator gives them (through handle.value, a LogicArray each, the
+        # snapshots were 70% of the run's time; as integers, wide ones parsed, 15%).
+        self.register_reads = [Pin(handle).fingerprint for _, handle in self.registers]
 
     @property
     def cycle(self) -> int:
@@ -256,7 +259,7 @@ class RTLController:
         if not await self.clock.next_until(self.top.tvc.command.ready, HANDSHAKE_LIMIT):
             raise AssertionError(f"cycle {self.cycle}: the TVC stays busy")
 
-    def _snapshot(self) -> list[int]:
+    def _snapshot(self) -> list[int | str]:
         return [read() for read in self.register_reads]
 
     async def _align_ncr(self, model_cycle: int) -> int:
@@ -454,44 +457,51 @@ class RTLController:
         return result
 
 
-class BlockingRTLController:
-    """:class:`RTLController` as the engine sees it: blocking calls from a bridged thread.
+class InlineRTLController:
+    """:class:`RTLController` as the engine sees it: blocking calls, answered inline.
 
-    Each switch from the model's thread to the simulator's and back costs more than the
-    simulator spends on a call. A call that answers nothing (``edc_verify``, ``tvc_learn``,
-    ``tvc_npu_start``, ``tvc_npu_done``) cannot change what the model does next, so it is
-    posted and run, in order, together with the next call that answers: one switch for the
-    batch. The RTL sees the same calls in the same order with the same arguments (the model
-    cycles they carry included); a failure in a posted call surfaces at that next call, and
-    :meth:`flush` runs what is left at the end of the run.
+    The system model is synchronous Python; the RTL advances only inside cocotb coroutines.
+    The model runs in a greenlet in the simulator's own thread (:meth:`run`): a call switches
+    to the coroutine that started the model, which runs the call's coroutine on the RTL and
+    switches back with the answer. A switch costs about a microsecond, where a hand-over
+    between an OS thread and the simulator's (``cocotb.task.bridge``/``resume``) cost about
+    80 us of CPU and 165 us of wall time (``docs/performance.md``), so every call goes to the
+    RTL at once, in the model's order, with its arguments; a failure in a call surfaces in
+    the model at that call.
     """
 
     def __init__(self, rtl: RTLController):
         self.rtl = rtl
-        self._posted: list[tuple[str, tuple]] = []
-        self._run = resume(self._run_async)
+        self._coroutine: greenlet.greenlet | None = None
 
-    async def _run_async(self, posted: list, name: str | None, args: tuple):
-        for posted_name, posted_args in posted:
-            await getattr(self.rtl, f"{posted_name}_async")(*posted_args)
-        if name is None:
-            return None
-        return await getattr(self.rtl, f"{name}_async")(*args)
+    async def run(self, model: Callable[[], Any]) -> Any:
+        """Run ``model()``, whose controller is this object; returns what it returns.
+
+        Each call the model makes switches here with ``(name, args)``; the call runs on the
+        RTL and the model resumes with its answer (or with its exception raised at the
+        call). An exception of the model itself ends the run and propagates from here.
+        """
+        self._coroutine = greenlet.getcurrent()
+        worker = greenlet.greenlet(lambda: _Finished(model()))
+        request = worker.switch()
+        while not isinstance(request, _Finished):
+            name, args = request
+            try:
+                answer = await getattr(self.rtl, f"{name}_async")(*args)
+            except BaseException as error:
+                # Raised in the model at its call (a timeout's cancellation too), so the
+                # model unwinds and the error comes back out of the switch.
+                request = worker.throw(error)
+            else:
+                request = worker.switch(answer)
+        self._coroutine = None
+        return request.value
 
     def _call(self, name: str, *args):
+        if self._coroutine is None or greenlet.getcurrent() is self._coroutine:
+            raise RuntimeError(f"{name}: the RTL controller is called outside its run()")
         self.rtl.stats.calls += 1
-        posted, self._posted = self._posted, []
-        return self._run(posted, name, args)
-
-    def _post(self, name: str, *args) -> None:
-        self.rtl.stats.calls += 1
-        self._posted.append((name, args))
-
-    def flush(self) -> None:
-        """Run the posted calls now."""
-        if self._posted:
-            posted, self._posted = self._posted, []
-            self._run(posted, None, ())
+        return self._coroutine.switch((name, args))
 
     def edc_full(self) -> bool:
         return self._call("edc_full")
@@ -500,16 +510,16 @@ class BlockingRTLController:
         return self._call("edc_draft", entropy_sum, length)
 
     def edc_verify(self, full: bool, entropy_sum: int, accepted: int) -> None:
-        self._post("edc_verify", full, entropy_sum, accepted)
+        self._call("edc_verify", full, entropy_sum, accepted)
 
     def tvc_learn(self, table: str, cycles: int, length: int) -> None:
-        self._post("tvc_learn", table, cycles, length)
+        self._call("tvc_learn", table, cycles, length)
 
     def tvc_npu_start(self, l_kv: int, cycle: int) -> None:
-        self._post("tvc_npu_start", l_kv, cycle)
+        self._call("tvc_npu_start", l_kv, cycle)
 
     def tvc_npu_done(self, cycle: int) -> None:
-        self._post("tvc_npu_done", cycle)
+        self._call("tvc_npu_done", cycle)
 
     def tvc_ask(self, available: int, cycle: int) -> int:
         return self._call("tvc_ask", available, cycle)
@@ -525,3 +535,10 @@ class BlockingRTLController:
 
     def counters(self) -> dict:
         return self._call("counters")
+
+
+@dataclass(frozen=True)
+class _Finished:
+    """What the model's greenlet returned (told apart from a call's ``(name, args)``)."""
+
+    value: Any

@@ -26,6 +26,7 @@ async def pin_reads_and_writes_match_handle_value(dut):
     rng = rng_from_env("pins")
     inputs = {name: Pin(getattr(dut, f"d_{name}")) for name in WIDTHS}
     outputs = {name: Pin(getattr(dut, f"q_{name}")) for name in WIDTHS}
+    seen: dict[str, dict] = {name: {} for name in WIDTHS}  # fingerprint -> value, per output
     for step in range(200):
         await FallingEdge(dut.clk)
         wrote = {}
@@ -40,6 +41,14 @@ async def pin_reads_and_writes_match_handle_value(dut):
         await FallingEdge(dut.clk)
         for name in WIDTHS:
             assert outputs[name].read() == int(outputs[name].handle.value) == wrote[name], name
+            # Equal fingerprints, equal values (the co-simulation's warp compares them).
+            fingerprint = outputs[name].fingerprint()
+            if fingerprint in seen[name]:
+                assert seen[name][fingerprint] == wrote[name], name
+            seen[name][fingerprint] = wrote[name]
+    for name, width in WIDTHS.items():
+        # 200 draws: ~100 distinct values of 7 bits; fewer than 50 would be a broken draw.
+        assert len(seen[name]) >= min(1 << width, 50), f"{name}: too few distinct values"
     for name, width in WIDTHS.items():
         for bad in (-1, 1 << width):
             with pytest.raises(ValueError, match=f"does not fit the {width}-bit"):
