@@ -24,11 +24,10 @@ outstanding) set the sticky :attr:`EDC.error` flag and change nothing else.
 from __future__ import annotations
 
 import collections
-import numbers
 
 import numpy as np
 
-from ahasd.golden.ports import check_port
+from ahasd.golden.ports import check_port, is_integer
 from ahasd.params import ENTROPY_BITS, EDCParams
 
 __all__ = ["COUNTER_NAMES", "EDC", "bucket"]
@@ -55,7 +54,7 @@ def bucket(s: int, length: int, hmax: int) -> int:
     everything at or above ``7*hmax/8`` (including above ``hmax``) lands in bucket 7.
     """
     for name, value, low in (("s", s, 0), ("length", length, 1), ("hmax", hmax, 1)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not is_integer(value):
             raise TypeError(f"{name} must be an integer, not {value!r}")
         if value < low:
             raise ValueError(f"{name} must be at least {low}, not {value!r}")

@@ -27,6 +27,7 @@ import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ahasd.golden.ports import is_integer
 from ahasd.params import QueueParams
 
 __all__ = [
@@ -102,18 +103,40 @@ def field_widths(kind: str, params: QueueParams = _DEFAULT_PARAMS) -> dict[str, 
     ``n_accepted`` and ``n_tokens`` are counts of tokens in a batch, so ``length_bits``
     wide; ``full`` is one bit; ``bucket`` three.
     """
-    kind = _check_kind(kind)
+    return dict(_field_widths(_check_kind(kind), params))
+
+
+# (params, {kind: widths}) by id(params), the params kept so that the id stays theirs.
+_WIDTHS: dict[int, tuple[QueueParams, dict[str, tuple[tuple[str, int], ...]]]] = {}
+
+
+def _field_widths(kind: str, params: QueueParams) -> tuple[tuple[str, int], ...]:
+    """:func:`field_widths` as ``(name, width)`` pairs, computed once per kind and
+    parameter set (``QueueParams`` is frozen): a testbench packs and checks an entry per
+    cycle, and even hashing the parameters costs a microsecond."""
+    known = _WIDTHS.get(id(params))
+    if known is None or known[0] is not params:
+        known = _WIDTHS[id(params)] = (params, {})
+    widths = known[1].get(kind)
+    if widths is None:
+        widths = known[1][kind] = _widths(kind, params)
+    return widths
+
+
+def _widths(kind: str, params: QueueParams) -> tuple[tuple[str, int], ...]:
     if kind == "draft":
-        return {
+        widths = {
             "batch_id": params.batch_id_bits,
             "epoch": params.epoch_bits,
             "first_pos": params.pos_bits,
             "length": params.length_bits,
             "bucket": QueueParams.BUCKET_BITS,
         }
-    if kind == "feedback":
-        return {"batch_id": params.batch_id_bits, "n_accepted": params.length_bits, "full": 1}
-    return {"batch_id": params.batch_id_bits, "n_tokens": params.length_bits}
+    elif kind == "feedback":
+        widths = {"batch_id": params.batch_id_bits, "n_accepted": params.length_bits, "full": 1}
+    else:
+        widths = {"batch_id": params.batch_id_bits, "n_tokens": params.length_bits}
+    return tuple(widths.items())
 
 
 def make_entry(kind: str, entry: Any = None, /, **fields: int) -> NamedTuple:
@@ -127,7 +150,7 @@ def make_entry(kind: str, entry: Any = None, /, **fields: int) -> NamedTuple:
         entry = fields
     elif fields:
         raise TypeError("give an entry or fields, not both")
-    if isinstance(entry, entry_type):
+    if type(entry) is entry_type or isinstance(entry, entry_type):
         return entry
     if isinstance(entry, Mapping):
         names = entry_type._fields
@@ -148,9 +171,8 @@ def make_entry(kind: str, entry: Any = None, /, **fields: int) -> NamedTuple:
 def check_entry(kind: str, entry: Any, params: QueueParams = _DEFAULT_PARAMS) -> NamedTuple:
     """Normalise ``entry`` and check every field fits its width (ValueError if not)."""
     entry = make_entry(kind, entry)
-    for name, bits in field_widths(kind, params).items():
-        value = getattr(entry, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    for (name, bits), value in zip(_field_widths(kind, params), entry, strict=True):
+        if not is_integer(value):
             raise TypeError(f"{kind}.{name} must be an integer, not {value!r}")
         if not 0 <= value < (1 << bits):
             raise ValueError(
@@ -167,25 +189,25 @@ def pack(kind: str, entry: Any, params: QueueParams = _DEFAULT_PARAMS) -> int:
     """
     entry = check_entry(kind, entry, params)
     bits, offset = 0, 0
-    for name, width in field_widths(kind, params).items():
-        bits |= getattr(entry, name) << offset
+    for (_, width), value in zip(_field_widths(kind, params), entry, strict=True):
+        bits |= value << offset
         offset += width
     return bits
 
 
 def unpack(kind: str, bits: int, params: QueueParams = _DEFAULT_PARAMS) -> NamedTuple:
     """Inverse of :func:`pack`."""
-    widths = field_widths(kind, params)
-    total = sum(widths.values())
-    if isinstance(bits, bool) or not isinstance(bits, numbers.Integral):
+    widths = _field_widths(_check_kind(kind), params)
+    total = sum(width for _, width in widths)
+    if not is_integer(bits):
         raise TypeError(f"bits must be an integer, not {bits!r}")
     if not 0 <= bits < (1 << total):
         raise ValueError(f"bits must be between 0 and {(1 << total) - 1}, not {bits!r}")
-    values, offset = {}, 0
-    for name, width in widths.items():
-        values[name] = (int(bits) >> offset) & ((1 << width) - 1)
+    values, offset = [], 0
+    for _, width in widths:
+        values.append((int(bits) >> offset) & ((1 << width) - 1))
         offset += width
-    return ENTRY_TYPES[kind](**values)
+    return ENTRY_TYPES[kind](*values)
 
 
 # -- queue models ---------------------------------------------------------------------------
@@ -253,6 +275,8 @@ class FifoModel:
 
 
 def _epoch_of(entry: Any) -> int:
+    if type(entry) is DraftEntry:
+        return entry.epoch
     if isinstance(entry, Mapping):
         return entry["epoch"]
     return make_entry("draft", entry).epoch

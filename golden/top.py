@@ -335,7 +335,12 @@ class GoldenTop:
             "tvc_error": bool(self.tvc.error),
             "gtsu_error": bool(self.gtsu.config_error),
         }
-        self._risen = {c for c, now in conditions.items() if now and not self._conditions[c]}
+        previous = self._conditions
+        self._risen = (
+            {c for c, now in conditions.items() if now and not previous[c]}
+            if conditions != previous
+            else set()
+        )
         for cause in self._risen:
             self.irq_status[cause] = 1
         self._conditions = conditions
