@@ -12,9 +12,12 @@ What stays as cocotb does it:
 - a four-state simulator (Icarus) reads through the bit string, so ``X`` or ``Z`` raises
   ``ValueError`` as ``int(handle.value)`` does; Verilator has neither;
 - a write out of range raises ``ValueError``;
-- writes are deposited at once only where cocotb itself does so (the runner sets
-  ``COCOTB_TRUST_INERTIAL_WRITES=1`` for Verilator); elsewhere they go through
-  ``handle.value``, which schedules them.
+- writes go to the simulator directly only where cocotb itself does so (the runner sets
+  ``COCOTB_TRUST_INERTIAL_WRITES=1`` for Verilator), as inertial deposits; elsewhere they
+  go through ``handle.value``, which schedules them. A testbench that drives every input
+  right after the falling edge of its domain's clock may make them immediate instead
+  (:func:`write_immediately`): Verilator then evaluates the model once per such time step,
+  not twice (the inertial writes are applied only after a first evaluation).
 
 The simulator interface is cocotb's ``handle._handle`` (not public API; ``cocotb~=2.1`` is
 pinned). ``tests/harness/test_library.py`` checks reads and writes against ``handle.value``.
@@ -27,14 +30,40 @@ from typing import Any
 
 import cocotb
 
-__all__ = ["Pin", "pins"]
+__all__ = ["Pin", "pins", "write_immediately", "writes_scheduled"]
 
-#: cocotb's action code for a plain (inertial) deposit.
+#: cocotb's action codes: a plain (inertial) deposit, and a write applied at once.
 _DEPOSIT = 0
+_NO_DELAY = 3
+#: The action of every Pin write in this process (:func:`write_immediately`).
+_write_action = _DEPOSIT
+
+
+def write_immediately(enabled: bool = True) -> None:
+    """Apply every Pin write of this simulator process at once (``vpiNoDelay``), or, with
+    ``enabled`` False, inertially again.
+
+    Only for a testbench whose every Pin write happens in the writable phase after the
+    falling edge of the clock of the input's domain (:mod:`ahasd.hw.tb.clocking`), the
+    project's discipline: the write then changes the input before the model evaluates that
+    time step, as an inertial deposit would after a first evaluation that changes nothing.
+    A write in a time step where a clock that samples the input rises would be seen by that
+    edge, which an inertial one is not: never for an input of another clock domain, which a
+    synchronised design samples only through its own domain's registers.
+    """
+    global _write_action
+    _write_action = _NO_DELAY if enabled else _DEPOSIT
 
 
 def _two_state() -> bool:
     return "verilator" in cocotb.SIM_NAME.lower()
+
+
+def writes_scheduled() -> bool:
+    """Whether Pin writes go through cocotb's scheduled writes (``handle.value``), which
+    only cocotb's scheduler applies (a four-state simulator such as Icarus), rather than to
+    the simulator directly."""
+    return not _writes_at_once()
 
 
 def _writes_at_once() -> bool:
@@ -70,9 +99,13 @@ class Pin:
         self.width = len(handle)
         self.max = (1 << self.width) - 1
         if _two_state() and self.width < 32:
-            # A 32-bit or wider value would come back as a signed C long: use the bits.
             self.read = self.raw.get_signal_val_long
             self.fingerprint = self.read
+        elif _two_state() and self.width == 32:
+            # The simulator gives a 32-bit value as a signed C long: masked, it is the value
+            # (a fifth of the bit string's cost); wider ones need the bits.
+            self.read = self._read_word
+            self.fingerprint = self.raw.get_signal_val_long
         else:
             self.read = self._read_bits
             self.fingerprint = self.raw.get_signal_val_binstr
@@ -82,6 +115,9 @@ class Pin:
             self.write = self._write_int
         else:
             self.write = self._write_bits
+
+    def _read_word(self) -> int:
+        return self.raw.get_signal_val_long() & 0xFFFF_FFFF
 
     def _read_bits(self) -> int:
         return int(self.raw.get_signal_val_binstr(), 2)
@@ -93,12 +129,12 @@ class Pin:
     def _write_int(self, value: int) -> None:
         if not 0 <= value <= self.max:
             self._check(value)
-        self.raw.set_signal_val_int(_DEPOSIT, value)
+        self.raw.set_signal_val_int(_write_action, value)
 
     def _write_bits(self, value: int) -> None:
         if not 0 <= value <= self.max:
             self._check(value)
-        self.raw.set_signal_val_binstr(_DEPOSIT, format(value, f"0{self.width}b"))
+        self.raw.set_signal_val_binstr(_write_action, format(value, f"0{self.width}b"))
 
     def _write_scheduled(self, value: int) -> None:
         self._check(value)

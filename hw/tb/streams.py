@@ -60,15 +60,15 @@ def pack(layout: data.StructLayout, fields: dict[str, int]) -> int:
 
 def unpack(layout: data.StructLayout, value: int) -> dict[str, int]:
     """The fields of ``layout`` held in the bits of ``value`` (every field unsigned)."""
-    return {name: (value >> field.offset) & ((1 << field.width) - 1) for name, field in layout}
+    return {name: (value >> offset) & mask for name, offset, mask, _ in _fields(layout)}
 
 
 def decode(layout: data.StructLayout, value: int) -> dict[str, int]:
     """Like :func:`unpack`, but a field of a signed shape comes out as a signed integer."""
-    fields = unpack(layout, value)
-    for name, field in layout:
-        if Shape.cast(field.shape).signed and fields[name] >> (field.width - 1):
-            fields[name] -= 1 << field.width
+    fields = {}
+    for name, offset, mask, sign in _fields(layout):
+        field = (value >> offset) & mask
+        fields[name] = field - ((field & sign) << 1)
     return fields
 
 
@@ -80,10 +80,38 @@ def encode(layout: Any, value: Any) -> int:
     if isinstance(layout, data.Layout):
         bits = 0
         for name, field_value in value.items():
-            member = layout[name]
-            bits |= encode(member.shape, field_value) << member.offset
+            offset, shape = _member(layout, name)
+            bits |= encode(shape, field_value) << offset
         return bits
     return int(getattr(value, "value", value))
+
+
+# A layout's fields and members, once per layout object (kept here, so its id stays its
+# own): walking an Amaranth layout casts every field's shape, and hashing one hashes every
+# field, microseconds per word a testbench packs.
+_FIELDS: dict[int, tuple[data.Layout, tuple[tuple[str, int, int, int], ...]]] = {}
+_MEMBERS: dict[int, tuple[data.Layout, dict[str, tuple[int, Any]]]] = {}
+
+
+def _fields(layout: data.StructLayout) -> tuple[tuple[str, int, int, int], ...]:
+    """``(name, offset, mask, sign bit or 0)`` of every field of ``layout``."""
+    known = _FIELDS.get(id(layout))
+    if known is None or known[0] is not layout:
+        fields = []
+        for name, field in layout:
+            sign = 1 << (field.width - 1) if Shape.cast(field.shape).signed else 0
+            fields.append((name, field.offset, (1 << field.width) - 1, sign))
+        known = _FIELDS[id(layout)] = (layout, tuple(fields))
+    return known[1]
+
+
+def _member(layout: data.Layout, name: str) -> tuple[int, Any]:
+    """``(offset, shape)`` of member ``name`` of ``layout``."""
+    known = _MEMBERS.get(id(layout))
+    if known is None or known[0] is not layout:
+        members = {member: (field.offset, field.shape) for member, field in layout}
+        known = _MEMBERS[id(layout)] = (layout, members)
+    return known[1][name]
 
 
 class StreamPort:
@@ -161,13 +189,24 @@ class StreamPort:
         return self._payload.read()
 
     def transfer(self) -> int | None:
-        """The payload moving at the coming rising edge (valid and ready), else ``None``."""
-        # A side this port drives low is known without asking the simulator.
-        if self._valid_w == 0 or self._ready_w == 0:
+        """The payload moving at the coming rising edge (valid and ready), else ``None``.
+
+        The signals this port drives are taken as written, the others read: a write reaches
+        the simulator's pin only at its next evaluation (Verilator applies the writes of a
+        callback after it), so a port whose other side is a function of registers alone can
+        be sampled right after driving, at the falling edge, without waiting for
+        ``ReadOnly``; there both give the same answer.
+        """
+        valid, ready = self._valid_w, self._ready_w
+        if valid == 0 or ready == 0:
             return None
-        if self._valid.read() and self._ready.read():
-            return self._payload.read()
-        return None
+        if valid is None:
+            valid = self._valid.read()
+        if ready is None:
+            ready = self._ready.read()
+        if not (valid and ready):
+            return None
+        return self._payload.read() if self._payload_w is None else self._payload_w
 
 
 async def send(port: StreamPort, clock: CycleClock, bits: int, limit: int) -> int:

@@ -13,8 +13,10 @@ bridge hands the register file included (``top.registers.access__*``).
 Every method that drives is for the writable phase after the falling edge of the port's
 clock; every method that samples is for ``ReadOnly`` (:mod:`ahasd.hw.tb.clocking`). The
 ``async`` methods run whole accesses on a :class:`~ahasd.hw.tb.clocking.CycleClock` of the
-``pim`` clock. Payload bits are packed through the blocks' own layouts
-(:func:`ahasd.hw.edc.encode_draft`, :func:`ahasd.hw.tvc.command_layout`, ...).
+``pim`` clock, or on the :class:`~ahasd.hw.tb.clocking.LoopClock` of a coroutine that the
+``pim`` domain's loop steps (:class:`~ahasd.hw.tb.clocking.LoopTask`). Payload bits are
+packed through the blocks' own layouts (:func:`ahasd.hw.edc.encode_draft`,
+:func:`ahasd.hw.tvc.command_layout`, ...).
 """
 
 from __future__ import annotations
@@ -22,10 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cocotb.triggers import ReadOnly
-
 from ahasd.hw.edc import decode_decision, encode_draft, encode_verify
-from ahasd.hw.tb.clocking import CycleClock, start_clock
+from ahasd.hw.tb.clocking import CycleClock, LoopClock, start_clock
 from ahasd.hw.tb.pins import Pin
 from ahasd.hw.tb.streams import StreamPort, decode, encode
 from ahasd.hw.tvc import Op, Table, answer_layout, command_layout
@@ -34,6 +34,7 @@ from ahasd.regmap import DATA_BITS, RegisterMap, register_map
 
 __all__ = [
     "CLOCK_DOMAINS",
+    "GTSU_OUTPUTS",
     "TABLE_CODES",
     "ControllerTopDriver",
     "ControllerTopMonitor",
@@ -52,6 +53,8 @@ __all__ = [
 CLOCK_DOMAINS = ("cpu", "npu", "pim")
 #: The TVC tables by the names the golden models and the register map use.
 TABLE_CODES = {"nvct": Table.NVCT, "pdct": Table.PDCT, "pvct": Table.PVCT}
+#: The GTSU's status outputs, in the order of :meth:`GTSUPorts.levels` and ``PimCycle.gtsu``.
+GTSU_OUTPUTS = ("task", "ready", "gating", "dlm_enable", "tlm_enable")
 #: The ``args`` member of the TVC command that each operation fills (``NPU_DONE`` has none).
 _COMMAND_MEMBERS = {Op.LEARN: "learn", Op.NPU_START: "npu_start", Op.ASK: "ask"}
 
@@ -94,7 +97,7 @@ class RegisterPort:
         return bool(self.irq_.read())
 
     async def write_word(
-        self, clock: CycleClock, address: int, data: int, limit: int, strobe: int = 0xF
+        self, clock: CycleClock | LoopClock, address: int, data: int, limit: int, strobe: int = 0xF
     ) -> int:
         """Write one word; returns ``BRESP`` (0 OKAY, 2 SLVERR)."""
         self.awaddr.write(address)
@@ -104,7 +107,7 @@ class RegisterPort:
         self.wvalid.write(1)
         self.bready.write(1)
         for _ in range(limit):
-            await ReadOnly()
+            await clock.sample()
             aw_taken = self.awvalid.read() and self.awready.read()
             w_taken = self.wvalid.read() and self.wready.read()
             response = self.bresp.read() if self.bvalid.read() else None
@@ -119,13 +122,15 @@ class RegisterPort:
                 return response
         raise AssertionError(f"cycle {clock.cycle}: no write response for {address:#05x}")
 
-    async def read_word(self, clock: CycleClock, address: int, limit: int) -> tuple[int, int]:
+    async def read_word(
+        self, clock: CycleClock | LoopClock, address: int, limit: int
+    ) -> tuple[int, int]:
         """Read one word; returns ``(RDATA, RRESP)``."""
         self.araddr.write(address)
         self.arvalid.write(1)
         self.rready.write(1)
         for _ in range(limit):
-            await ReadOnly()
+            await clock.sample()
             ar_taken = self.arvalid.read() and self.arready.read()
             response = None
             if self.rvalid.read():
@@ -139,7 +144,7 @@ class RegisterPort:
                 return response
         raise AssertionError(f"cycle {clock.cycle}: no read response for {address:#05x}")
 
-    async def write(self, clock: CycleClock, name: str, value: int, limit: int) -> None:
+    async def write(self, clock: CycleClock | LoopClock, name: str, value: int, limit: int) -> None:
         """Write register ``name`` whole (low word first); SLVERR raises :class:`SlaveError`."""
         reg = self.regmap.get(name)
         for word, address in enumerate(reg.word_addresses):
@@ -147,7 +152,7 @@ class RegisterPort:
             if await self.write_word(clock, address, data, limit):
                 raise SlaveError(f"write of {name} word {word}: SLVERR")
 
-    async def read(self, clock: CycleClock, name: str, limit: int) -> int:
+    async def read(self, clock: CycleClock | LoopClock, name: str, limit: int) -> int:
         """Read register ``name`` whole (low word first); SLVERR raises :class:`SlaveError`."""
         reg = self.regmap.get(name)
         value = 0
@@ -237,13 +242,17 @@ class GTSUPorts:
     def outputs(self) -> dict[str, int]:
         """``task``, ``ready``, ``gating``, ``dlm_enable``, ``tlm_enable`` (as the golden
         GTSU's ``outputs()`` names them)."""
-        return {
-            "task": self.task_.read(),
-            "ready": self.ready_.read(),
-            "gating": self.gating.read(),
-            "dlm_enable": self.dlm_enable.read(),
-            "tlm_enable": self.tlm_enable.read(),
-        }
+        return dict(zip(GTSU_OUTPUTS, self.levels(), strict=True))
+
+    def levels(self) -> tuple[int, int, int, int, int]:
+        """The outputs of :meth:`outputs` as a tuple, in :data:`GTSU_OUTPUTS` order."""
+        return (
+            self.task_.read(),
+            self.ready_.read(),
+            self.gating.read(),
+            self.dlm_enable.read(),
+            self.tlm_enable.read(),
+        )
 
 
 class QueuePorts:
@@ -358,7 +367,7 @@ class PimCycle:
     draft_written: int | None
     feedback_read: int | None
     preverify_read: int | None
-    gtsu: dict[str, int]
+    gtsu: tuple[int, int, int, int, int]  # in GTSU_OUTPUTS order
     want_preverify: bool
 
 
@@ -392,22 +401,23 @@ class ControllerTopMonitor:
 
     def pim(self) -> PimCycle:
         d = self.driver
+        edc, tvc, queues = d.edc, d.tvc, d.queues
         taken = self._access_valid.read() and self._access_ready.read()
         return PimCycle(
-            access=self._access() if taken else None,
-            access_answer=self._access_answer() if taken else None,
-            irq=d.bus.irq(),
-            edc_ready=d.edc.event.is_ready(),
-            edc_event=d.edc.event.transfer(),
-            edc_decision=d.edc.decision.transfer(),
-            tvc_ready=d.tvc.command.is_ready(),
-            tvc_command=d.tvc.command.transfer(),
-            tvc_answer=d.tvc.answer.transfer(),
-            draft_written=d.queues.draft_w.transfer(),
-            feedback_read=d.queues.feedback_r.transfer(),
-            preverify_read=d.queues.preverify_r.transfer(),
-            gtsu=d.gtsu.outputs(),
-            want_preverify=d.gtsu.want_preverify(),
+            self._access() if taken else None,
+            self._access_answer() if taken else None,
+            d.bus.irq(),
+            edc.event.is_ready(),
+            edc.event.transfer(),
+            edc.decision.transfer(),
+            tvc.command.is_ready(),
+            tvc.command.transfer(),
+            tvc.answer.transfer(),
+            queues.draft_w.transfer(),
+            queues.feedback_r.transfer(),
+            queues.preverify_r.transfer(),
+            d.gtsu.levels(),
+            d.gtsu.want_preverify(),
         )
 
     def _access(self) -> tuple[bool, int, int, int] | None:

@@ -1,6 +1,10 @@
-"""The testbench library on a simulator: :class:`ahasd.hw.tb.pins.Pin` reads and writes what
-cocotb's ``handle.value`` does, and a :class:`ahasd.hw.tb.clocking.DomainLoop` runs each agent
-once per cycle, drive before sample (``tb_pins.py`` on a small registered design)."""
+"""The testbench library on a simulator (``tb_pins.py`` on a small registered design):
+:class:`ahasd.hw.tb.pins.Pin` reads and writes what cocotb's ``handle.value`` does, and its
+immediate writes are read back at once and registered at the next edge; a
+:class:`ahasd.hw.tb.clocking.DomainLoop` runs each agent once per cycle, drive before sample;
+an :class:`~ahasd.hw.tb.clocking.EdgeLoop` drives at every falling edge, samples where asked,
+sleeps and stops, and hands its error to :func:`~ahasd.hw.tb.clocking.wait_until`; a
+:class:`~ahasd.hw.tb.clocking.LoopTask` resumes its coroutine in the phase it waits for."""
 
 from __future__ import annotations
 
