@@ -18,6 +18,7 @@ from pathlib import Path
 
 import cocotb
 
+from ahasd.hw.tb.pins import write_immediately
 from ahasd.params import TopParams
 from ahasd.sim.cosim.job import JOB_ENV, TOP
 from ahasd.sim.cosim.model import model_inputs, run_model, settings_from_dict
@@ -31,6 +32,7 @@ async def cosim(dut):
     params = TopParams.from_dict(job["top_params"])
     _library, _hardware, presets = model_inputs(settings)
     verilog = Path(job["verilog"]) if "verilog" in job else Path.cwd().parent / f"{TOP}.v"
+    write_immediately()  # every call drives after the falling edge of pim_clk
     rtl = RTLController(
         dut,
         params,

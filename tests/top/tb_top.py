@@ -57,23 +57,27 @@ Environment: ``AHASD_TB_PARAMS`` (TopParams as nested JSON), ``AHASD_TB_SEED``, 
 
 from __future__ import annotations
 
+import gc
 import json
+import math
 import os
 import time
 from collections import deque
 from dataclasses import dataclass
 
 import cocotb
-from cocotb.triggers import Event, FallingEdge, ReadOnly, Timer
+from cocotb.triggers import FallingEdge, Timer
 from cocotb.utils import get_sim_time
 from harness.coverage import Coverage
 from harness.tb import report, rng_from_env
 
 from ahasd.golden.edc import COUNTER_NAMES
+from ahasd.golden.gtsu import TASK_CODES
 from ahasd.golden.queues import make_entry, pack, unpack
 from ahasd.golden.top import GoldenTop
 from ahasd.hw.tb.checker import ErrorLog, InOrderChecker
-from ahasd.hw.tb.clocking import CycleClock
+from ahasd.hw.tb.clocking import EdgeLoop, LoopTask, wait_until
+from ahasd.hw.tb.pins import write_immediately
 from ahasd.hw.tb.top import (
     TABLE_CODES,
     ControllerTopDriver,
@@ -115,6 +119,8 @@ COUNTS = (
 # PIM cycles the pre-verification queue's pointer synchroniser may take to show an order
 # the CPU wrote (``Queue``: visible to the reader 3 to 4 read-clock edges after the write).
 PREVERIFY_LAG = 4
+# The CPU writes a pre-verification order in this share of the CPU cycles it may.
+PREVERIFY_RATE = 0.03
 
 
 def depends_on_edc(name: str) -> bool:
@@ -136,6 +142,8 @@ LEVELS = {
 }
 
 
+# The test body looks at the loops' progress every POLL_CYCLES PIM cycles.
+POLL_CYCLES = 64
 SOFT_RESET_EVERY = 500  # CPU accesses between two scheduled soft resets
 FILL_EVERY = 1500  # EDC events between two directed fills (see Stimulus.filling)
 
@@ -344,6 +352,15 @@ class ChangeRecord:
         return True
 
 
+@dataclass
+class _Phase:
+    """One phase's functions of the three domains' loops."""
+
+    pim: object
+    npu: object
+    cpu: object
+
+
 # -- checker (with the model) --------------------------------------------------------------
 
 
@@ -460,13 +477,22 @@ class Scoreboard:
 
     # the PIM side
     def check_gtsu(self, sample: PimCycle) -> None:
-        outputs = self.golden.gtsu_outputs()
-        rtl = [sample.gtsu["task"], sample.gtsu["ready"], sample.gtsu["gating"]]
-        if rtl != [outputs["task"], outputs["ready"], outputs["gating"]]:
-            self.errors.add(f"GTSU task/ready/gating: RTL {rtl}, golden {outputs}")
-        enables = (sample.gtsu["dlm_enable"], sample.gtsu["tlm_enable"])
-        if enables != (outputs["dlm_enable"], outputs["tlm_enable"]):
-            self.errors.add(f"GTSU enables: RTL {enables}, golden {outputs}")
+        gtsu = self.golden.gtsu
+        rtl = sample.gtsu  # in hw.tb.top.GTSU_OUTPUTS order
+        # The golden GTSU's outputs() as a tuple, from its state (no dict per cycle).
+        golden = (
+            TASK_CODES[gtsu.task],
+            int(gtsu.ready),
+            int(gtsu.gating),
+            gtsu.dlm_enable,
+            gtsu.tlm_enable,
+        )
+        if rtl != golden:
+            outputs = self.golden.gtsu_outputs()
+            if rtl[:3] != golden[:3]:
+                self.errors.add(f"GTSU task/ready/gating: RTL {list(rtl[:3])}, golden {outputs}")
+            if rtl[3:] != golden[3:]:
+                self.errors.add(f"GTSU enables: RTL {rtl[3:]}, golden {outputs}")
         # want_preverify in both directions: never high with no order pending, and high
         # within the synchroniser's latency of an order becoming pending.
         pending = self.golden.want_preverify()
@@ -480,7 +506,7 @@ class Scoreboard:
                 f"want_preverify low for {PREVERIFY_LAG + 1} PIM cycles with an order pending"
             )
         self.counts["preverify_wanted"] += bool(sample.want_preverify)
-        self.counts["preverify_cycles"] += outputs["task"] == 2
+        self.counts["preverify_cycles"] += golden[0] == TASK_CODES["PREVERIFY"]
 
     def edc_event(self, event: EdcEvent) -> None:
         golden, record = self.golden, self.record
@@ -810,48 +836,46 @@ class Stimulus:
     def drive_pim(self) -> None:
         """Drive every PIM-side input but the AXI port for this cycle (after the falling
         edge)."""
-        rng, d = self.rng, self.driver
+        rng, stop = self.rng, self.stop
+        random = rng.random
+        edc, tvc, queues = self.driver.edc, self.driver.tvc, self.driver.queues
         hold_edc, hold_tvc = self.hold_edc or self.pinned, self.hold_tvc or self.pinned
         hold_queues = self.hold_queues
-        if self.edc_event is None and not hold_edc and not self.stop:
-            if rng.random() < 0.002:
+        if self.edc_event is None and not hold_edc and not stop:
+            if random() < 0.002:
                 self.edc_rate = rng.choice([0.1, 0.5, 0.9])
             if self.filling and self.golden.edc_refuses_draft() and not self.edc_settled():
                 pass  # full: wait until it settles, so the probe's refusals can be checked
-            elif rng.random() < self.edc_rate:
+            elif random() < self.edc_rate:
                 self.edc_event = self.new_edc_event()
         if self.edc_event is not None:
-            d.edc.event.present(self.edc_event.bits)
+            edc.event.present(self.edc_event.bits)
         else:
-            d.edc.event.withdraw()
-        if rng.random() < 0.002:
+            edc.event.withdraw()
+        if random() < 0.002:
             self.decision_stall = rng.choice([0.0, 0.3, 0.9])
-        decision_ready = int(self.stop or rng.random() >= self.decision_stall)
-        d.edc.decision.accept(decision_ready)
+        edc.decision.accept(stop or random() >= self.decision_stall)
 
-        if self.tvc_cmd is None and not hold_tvc and not self.stop and rng.random() < 0.12:
+        if self.tvc_cmd is None and not hold_tvc and not stop and random() < 0.12:
             self.tvc_cmd = self.new_tvc_command()
-            d.tvc.command.present(d.tvc.command_bits(*self.tvc_cmd))
+            tvc.command.present(tvc.command_bits(*self.tvc_cmd))
         elif self.tvc_cmd is None:
-            d.tvc.command.withdraw()
-        answer_ready = int(self.stop or rng.random() >= self.answer_stall)
-        d.tvc.answer.accept(answer_ready)
+            tvc.command.withdraw()
+        tvc.answer.accept(stop or random() >= self.answer_stall)
 
-        if rng.random() < 0.01:
+        if random() < 0.01:
             self.want_draft ^= 1
-        d.gtsu.request_draft(self.want_draft and not self.pinned)
+        self.driver.gtsu.request_draft(self.want_draft and not self.pinned)
 
-        if self.draft_entry is None and not self.stop and rng.random() < 0.25 and not hold_queues:
+        if self.draft_entry is None and not stop and random() < 0.25 and not hold_queues:
             self.draft_entry = self.random_draft_entry()
-            d.queues.draft_w.present(pack("draft", self.draft_entry, self.p.queues))
+            queues.draft_w.present(pack("draft", self.draft_entry, self.p.queues))
         elif self.draft_entry is None:
-            d.queues.draft_w.withdraw()
-        feedback_ready = int((self.stop or rng.random() < 0.4) and not hold_queues)
-        d.queues.feedback_r.accept(feedback_ready)
-        if rng.random() < 0.001:
+            queues.draft_w.withdraw()
+        queues.feedback_r.accept((stop or random() < 0.4) and not hold_queues)
+        if random() < 0.001:
             self.preverify_take = rng.choice([0.01, 0.05, 0.3])
-        preverify_ready = int((self.stop or rng.random() < self.preverify_take) and not hold_queues)
-        d.queues.preverify_r.accept(preverify_ready)
+        queues.preverify_r.accept((stop or random() < self.preverify_take) and not hold_queues)
 
     def pim_taken(self, sample: PimCycle) -> None:
         """Apply this cycle's transfers (sampled in ``ReadOnly``) to the scoreboard, then
@@ -952,18 +976,25 @@ class Stimulus:
             oldest = min(oldest, self.live_epochs[0])
         return self.reader_epoch + 1 - oldest <= mask
 
-    def drive_cpu(self, rng) -> None:
-        q, port = self.p.queues, self.driver.queues.preverify_w
-        new = not self.stop and not self.hold_queues
-        if self.preverify_entry is None and new and rng.random() < 0.03:
-            self.preverify_entry = make_entry(
-                "preverify",
-                batch_id=rng.randrange(1 << q.batch_id_bits),
-                n_tokens=rng.randrange(1 << q.length_bits),
-            )
-            port.present(pack("preverify", self.preverify_entry, q))
-        elif self.preverify_entry is None:
-            port.withdraw()
+    def cpu_gap(self, rng) -> int:
+        """CPU cycles from now to the next pre-verification order the CPU writes: a
+        geometric draw, the failures before the first success of one PREVERIFY_RATE trial per
+        cycle (one draw instead of one per cycle, so the CPU loop can sleep through them)."""
+        return int(math.log(1.0 - rng.random()) / math.log(1.0 - PREVERIFY_RATE))
+
+    def offer_preverify(self, rng) -> bool:
+        """Present a new pre-verification order, unless new traffic is held or stopped;
+        whether one is presented."""
+        if self.stop or self.hold_queues:
+            return False
+        q = self.p.queues
+        self.preverify_entry = make_entry(
+            "preverify",
+            batch_id=rng.randrange(1 << q.batch_id_bits),
+            n_tokens=rng.randrange(1 << q.length_bits),
+        )
+        self.driver.queues.preverify_w.present(pack("preverify", self.preverify_entry, q))
+        return True
 
     def cpu_taken(self, sample: CpuCycle) -> None:
         self.board.cpu(sample, self.preverify_entry)
@@ -996,7 +1027,12 @@ class Stimulus:
 
 
 class TB:
-    """Driver, monitor, model and checker of the top, and one loop per clock domain."""
+    """Driver, monitor, model and checker of the top, and one loop per clock domain.
+
+    The three domains' loops are :class:`ahasd.hw.tb.clocking.EdgeLoop` s, run by the
+    simulator's callbacks with no cocotb task between; the test body polls them
+    (:meth:`wait_until`), which also raises the first error any of them stopped on.
+    """
 
     def __init__(self, dut, params: TopParams) -> None:
         self.dut = dut
@@ -1004,15 +1040,24 @@ class TB:
         self.monitor = ControllerTopMonitor(self.driver)
         self.board = Scoreboard(params, lambda: f"pim cycle {self.stimulus.cycle}")
         self.stimulus = Stimulus(self.driver, self.board)
-        self.clock = CycleClock(dut.pim_clk)
+        # The CPU's coroutine is stepped by the PIM loop, in its phases (it drives first, so
+        # the holds it sets apply to the same cycle's traffic, and samples after the
+        # scoreboard): its accesses cost no scheduler wake-ups of their own.
+        self.cpu = LoopTask()
+        self.clock = self.cpu.clock
         self.script_done = False
-        self.cpu_done = False
-        # Set by the PIM loop once the traffic has its events (or an error): the test body
-        # waits for it instead of waking at every PIM edge to count (an eighth of the
-        # scheduler's wake-ups).
-        self.traffic_done = Event()
+        # Set by the PIM loop once the traffic has its events (or an error).
+        self.traffic_done = False
         self.events_wanted: int | None = None
         self.random_accesses = 0
+        self.npu_rng, self.cpu_rng = rng_from_env("top-npu"), rng_from_env("top-cpu")
+        self.cpu_slept = False  # the CPU loop's next call is the end of a sleep
+        clocks, drive, sample = (dut.pim_clk, dut.npu_clk, dut.cpu_clk), self.drive, self.sample
+        self.pim = EdgeLoop(clocks[0], PERIODS_PS["pim"], drive.pim, sample.pim)
+        self.npu = EdgeLoop(clocks[1], PERIODS_PS["npu"], drive.npu, sample.npu)
+        self.cpu_side = EdgeLoop(clocks[2], PERIODS_PS["cpu"], drive.cpu)
+        self.loops = (self.pim, self.npu, self.cpu_side)
+        self.poll = Timer(POLL_CYCLES * PERIODS_PS["pim"], unit="ps")
 
     async def start(self) -> None:
         self.driver.start_clocks(PERIODS_PS)
@@ -1022,39 +1067,81 @@ class TB:
         self.driver.hold_reset(0)
         await Timer(4 * max(PERIODS_PS.values()), unit="ps")
 
-    async def pim_loop(self) -> None:
+    async def wait_until(self, condition) -> None:
+        """Poll until ``condition()`` holds; raise the error a domain's loop stopped on."""
+        await wait_until(condition, self.loops, self.poll)
+
+    def stop(self) -> None:
+        for loop in self.loops:
+            loop.stop()
+
+    @property
+    def drive(self):
+        return _Phase(self.pim_drive, self.npu_drive, self.cpu_drive)
+
+    @property
+    def sample(self):
+        return _Phase(self.pim_sample, self.npu_sample, None)
+
+    def pim_drive(self) -> bool:
+        board = self.board
+        wanted = self.events_wanted
+        if wanted is not None and (board.events >= wanted or board.errors):
+            self.events_wanted = None
+            self.traffic_done = True
+        self.cpu.drive()
+        self.stimulus.drive_pim()
+        return True
+
+    def pim_sample(self) -> None:
+        self.stimulus.pim_taken(self.monitor.pim())
+        self.cpu.sample()
+
+    def npu_drive(self) -> bool:
+        """The NPU side, sampled at the falling edge unless the reader's epoch changed.
+
+        What the monitor reads there (the draft queue's ``valid``, payload and squash flag,
+        the feedback queue's ``ready``) is a function of NPU-domain registers (the FIFOs'
+        empty and full flags, the synchronous read port's data, ``hw/queues.py``) and of the
+        reader's epoch alone, so with the epoch unchanged it is at the falling edge what
+        ``ReadOnly`` would show after the other inputs written here; a new epoch changes which
+        head entry is stale, combinationally, so that cycle waits for ``ReadOnly``.
+        """
         stimulus = self.stimulus
-        falling, read_only = FallingEdge(self.dut.pim_clk), ReadOnly()
-        board, done = self.board, self.traffic_done
-        while True:
-            await falling
-            wanted = self.events_wanted
-            if wanted is not None and (board.events >= wanted or board.errors):
-                self.events_wanted = None
-                done.set()
-            stimulus.drive_pim()
-            await read_only
-            stimulus.pim_taken(self.monitor.pim())
+        epoch = stimulus.reader_epoch
+        stimulus.drive_npu(self.npu_rng)
+        if stimulus.reader_epoch != epoch:
+            return True
+        stimulus.npu_taken(self.monitor.npu())
+        return False
 
-    async def npu_loop(self) -> None:
-        rng, stimulus = rng_from_env("top-npu"), self.stimulus
-        falling, read_only = FallingEdge(self.dut.npu_clk), ReadOnly()
-        while True:
-            await falling
-            stimulus.drive_npu(rng)
-            await read_only
-            stimulus.npu_taken(self.monitor.npu())
+    def npu_sample(self) -> None:
+        self.stimulus.npu_taken(self.monitor.npu())
 
-    async def cpu_loop(self) -> None:
-        rng, stimulus = rng_from_env("top-cpu"), self.stimulus
-        falling, read_only = FallingEdge(self.dut.cpu_clk), ReadOnly()
-        while True:
-            await falling
-            stimulus.drive_cpu(rng)
-            if stimulus.preverify_entry is None:
-                continue  # nothing offered: nothing moves at the coming edge, no sample
-            await read_only
-            stimulus.cpu_taken(self.monitor.cpu())
+    def cpu_drive(self) -> bool:
+        """The CPU's pre-verification orders, sampled at the falling edge, asleep between.
+
+        The queue's ``ready`` on the CPU side is a function of CPU-domain registers alone (the
+        FIFO's full flag), so a transfer at the coming edge is known at the falling edge.
+        Between orders the loop sleeps through the cycles of the geometric draw
+        (:meth:`Stimulus.cpu_gap`) and offers one when it wakes.
+        """
+        stimulus, rng = self.stimulus, self.cpu_rng
+        if self.cpu_slept:
+            self.cpu_slept = False
+            if not stimulus.offer_preverify(rng):
+                return False
+        elif stimulus.preverify_entry is None:
+            self.driver.queues.preverify_w.withdraw()
+            gap = stimulus.cpu_gap(rng)
+            if gap:
+                self.cpu_slept = True
+                self.cpu_side.sleep(gap)
+                return False
+            if not stimulus.offer_preverify(rng):
+                return False
+        stimulus.cpu_taken(self.monitor.cpu())
+        return False
 
     # -- the CPU on the AXI4-Lite port ------------------------------------------------------
 
@@ -1189,45 +1276,56 @@ class TB:
         while not self.stimulus.stop:
             await self.random_access()
             await self.clock.next(self.stimulus.rng.choice([0, 0, 1, 3, 10]) or 1)
-        self.cpu_done = True
+
+    async def read_every_register(self) -> None:
+        for name in self.stimulus.readable:
+            await self.access("read", name)
 
 
 @cocotb.test(timeout_time=600, timeout_unit="ms")
 async def integration(dut):
     """Presets through the bus, then random PIM/NPU/CPU traffic checked against the golden."""
     params = TopParams.from_dict(json.loads(os.environ.get("AHASD_TB_PARAMS", "{}")))
+    write_immediately()  # every agent drives after its own clock's falling edge
     tb = TB(dut, params)
+    # What exists now (the design's handles, the golden model, the register map) lives until
+    # the end: the collector's full passes need not walk it again (a twentieth of the run's
+    # instructions went there).
+    gc.freeze()
     stimulus, board, golden = tb.stimulus, tb.board, tb.board.golden
     await tb.start()
     started, cpu_started = time.perf_counter(), time.process_time()
     start_ps = get_sim_time("ps")
-    cocotb.start_soon(tb.pim_loop())
     stimulus.stop = True  # no traffic while presetting
-    cocotb.start_soon(tb.register_loop(stimulus.preset_script()))
-    while not tb.script_done:
+    tb.cpu.start(tb.register_loop(stimulus.preset_script()))
+    tb.pim.start()
+    try:
+        await tb.wait_until(lambda: tb.script_done)
+        stimulus.stop = False
+        assert not board.errors, "preset phase:\n" + "\n".join(board.errors.messages)
+        tb.npu.start()
+        tb.cpu_side.start()
+        tb.events_wanted = EVENTS
+        await tb.wait_until(lambda: tb.traffic_done)
+        # Drain: no new traffic, every sink ready; the NPU reader squashes what is stale.
+        stimulus.stop = True
+        await tb.wait_until(lambda: tb.cpu.done)
+        give_up = stimulus.cycle + 20000
+
+        def drained() -> bool:
+            levels = [golden.draft_queue.level, golden.feedback_queue.level]
+            busy = not stimulus.idle or any(levels) or golden.preverify_queue.level
+            quiet = not busy and not tb.driver.queues.level("draft_r")
+            return quiet or stimulus.cycle >= give_up
+
+        await tb.wait_until(drained)
+        await Timer(16 * PERIODS_PS["pim"], unit="ps")
+        # Final register check, everything quiet (the traffic stays stopped).
+        tb.cpu.start(tb.read_every_register())
+        await tb.wait_until(lambda: tb.cpu.done)
         await FallingEdge(dut.pim_clk)
-    stimulus.stop = False
-    assert not board.errors, "preset phase:\n" + "\n".join(board.errors.messages)
-    cocotb.start_soon(tb.npu_loop())
-    cocotb.start_soon(tb.cpu_loop())
-    tb.events_wanted = EVENTS
-    await tb.traffic_done.wait()
-    # Drain: no new traffic, every sink ready; the NPU reader squashes what is stale.
-    stimulus.stop = True
-    while not tb.cpu_done:
-        await FallingEdge(dut.pim_clk)
-    for _ in range(20000):
-        await FallingEdge(dut.pim_clk)
-        levels = [golden.draft_queue.level, golden.feedback_queue.level]
-        busy = not stimulus.idle or any(levels) or golden.preverify_queue.level
-        if not busy and not tb.driver.queues.level("draft_r"):
-            break
-    for _ in range(16):
-        await FallingEdge(dut.pim_clk)
-    # Final register check, everything quiet (the traffic stays stopped).
-    for name in stimulus.readable:
-        await tb.access("read", name)
-    await FallingEdge(dut.pim_clk)
+    finally:
+        tb.stop()
     wall, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     edges = sum((get_sim_time("ps") - start_ps) / period for period in PERIODS_PS.values())
 
