@@ -152,7 +152,7 @@ def _targets() -> dict[str, Target]:
             lambda: EDC(sp.EDC),
             sp.EDC,
             ("sync",),
-            (CocotbRun("tb_edc", env={"AHASD_EVENTS": "4000", "AHASD_STALL_EVENTS": "2000"}),),
+            (CocotbRun("tb_edc", env={"AHASD_EVENTS": "30000", "AHASD_STALL_EVENTS": "6000"}),),
             180,
         ),
         "tvc": Target(
