@@ -1,9 +1,23 @@
 """cocotb testbench of the AAU on its generated Verilog, bit for bit against the golden model.
 
-One coroutine does everything, once per clock cycle: after the falling edge it drives
-``i`` and ``param`` (valid, payload) and the ``ready`` of ``o`` and ``result``, then samples
-in ``ReadOnly`` (see ``harness/tb.py``); a transfer happens at the next rising edge iff
-valid and ready were both high.
+How a run works (``TB.run``): before the clock starts, every vector's elements are packed
+into ``i`` payload words and every NORM vector's ``(gamma, beta)`` into ``param`` words, in
+one NumPy expression each, with the vector's idle and stall probabilities beside them. One
+coroutine then does everything, once per clock cycle, through ``Pin`` s (integer reads and
+writes straight through the simulator object, ``ahasd.hw.tb.pins``): after the falling edge
+it decides, as before, whether to present the next element and the next parameter entry and
+whether ``o`` and ``result`` are ready (the same random draws in the same order, so a seed
+gives the same traffic), writes the ports whose value changes, and samples the handshakes; a
+transfer happens at the next rising edge iff valid and ready were both high. It waits for
+``ReadOnly`` only in a cycle that changes ``o.ready`` or ``param.valid``: every signal it
+samples (``i.ready``, ``param.ready``, ``o.valid``, ``o.payload``, ``result.valid``,
+``result.payload``) is a function of the AAU's registers and of those two inputs alone
+(``hw/aau.py``, ``hw/aau_back_end.py``), so in any other cycle the values at the falling edge
+are what ``ReadOnly`` would show. Back to back, a cycle is one wake-up, one payload write and
+a few reads of one bit (and of ``o.payload`` when an element comes out). Every output word
+and result is kept and compared at the end of the run with the golden model's, which is
+called once per vector (``expected_outputs``); the first mismatch names its vector and
+element.
 
 ``random_vectors_bit_exact``: ``AHASD_VECTORS`` reduction vectors (``STATS``, ``SUM``,
 ``MAX``, ``LAYERNORM``, ``RMSNORM``; default 300) of lengths 1 to 4,096 (log-uniform, plus
@@ -20,7 +34,9 @@ channels near +-60) and a mean far above the spread; for the activations pre-act
 values mostly in [-8, 8] with outliers. Traffic alternates, in runs of a few vectors,
 between back to back and random valid/ready gaps on the input, the parameter stream and
 both outputs (idle and stall probabilities up to 0.5). Every ``result`` field and every
-``o`` element is compared, in order, with ``ahasd.golden.aau``.
+``o`` element is compared, in order, with ``ahasd.golden.aau``. The report line gives the
+run's clock cycles, its wall and CPU seconds (of the simulator process) and the clock edges
+per second of each (``bench/bench_aau.py`` reads it).
 
 ``long_vectors_bit_exact``: vectors of up to ``max_length`` elements (65,536 by default),
 back to back: the longest and half of it, lengths one off the powers of two (65,535, 32,769,
@@ -63,11 +79,13 @@ from ahasd.hw.aau import (
     REDUCTION_LATENCY,
     RESULT_LATENCY,
     Mode,
+    element_layout,
     input_layout,
     norm_result_latency,
     param_layout,
     result_layout,
 )
+from ahasd.hw.tb.pins import pins
 from ahasd.params import AAUParams
 
 VECTORS = int(os.environ.get("AHASD_VECTORS", "300"))
@@ -78,6 +96,10 @@ STATS_FIELDS = ("max", "argmax", "z", "z_exp", "w", "recip", "top1", "entropy")
 ELEMENT_MODES = (Mode.SOFTMAX, Mode.NORM, Mode.RELU, Mode.SILU, Mode.GELU)
 ACTIVATIONS = {Mode.RELU: golden.aau_relu, Mode.SILU: golden.aau_silu, Mode.GELU: golden.aau_gelu}
 RESERVED_CODES = range(len(Mode), 16)
+CODE_MASK = 0xFFFF  # an INT16 code's bit pattern
+# where an o payload word holds its element's data and last flag (the same for all params)
+OUTPUT_DATA_AT = element_layout(AAUParams())["data"].offset
+OUTPUT_LAST_AT = element_layout(AAUParams())["last"].offset
 
 
 @dataclass
@@ -102,14 +124,57 @@ class Vector:
 
 @dataclass
 class Traffic:
-    """What came out, with the cycle of each transfer."""
+    """What came out, with the cycle of each transfer.
 
-    inputs: list[int] = field(default_factory=list)  # cycle of every accepted element
+    Attributes
+    ----------
+    inputs : the cycle of every accepted element, in order.
+    results : ``(cycle, fields)`` of every result taken.
+    element_cycles : the cycle of every ``o`` element taken.
+    element_words : the ``o`` payload of every element taken (``data`` and ``last``, as
+        :func:`ahasd.hw.aau.element_layout` packs them).
+    cycles : the clock cycles the run took, from its first falling edge to its last.
+    """
+
+    inputs: list[int] = field(default_factory=list)
     results: list[tuple[int, dict[str, int]]] = field(default_factory=list)
-    elements: list[tuple[int, int, int]] = field(default_factory=list)  # (cycle, p, last)
+    element_cycles: list[int] = field(default_factory=list)
+    element_words: list[int] = field(default_factory=list)
+    cycles: int = 0
+
+
+@dataclass
+class Streams:
+    """The stimulus of one run, packed before it starts so that a cycle only indexes lists.
+
+    Attributes
+    ----------
+    payloads : the ``i`` payload word of every element of every vector, in order.
+    in_idle, out_stall : the idle and stall probability of each element's vector.
+    params : the ``param`` payload word of every NORM element, in order.
+    param_idle : the idle probability of each parameter entry's vector.
+    want_results, want_elements : how many results and ``o`` elements the run expects.
+    """
+
+    payloads: list[int]
+    in_idle: list[float]
+    out_stall: list[float]
+    params: list[int]
+    param_idle: list[float]
+    want_results: int
+    want_elements: int
 
 
 class TB:
+    """The AAU's ports, its reset and the stream driver and monitor (:meth:`run`).
+
+    Parameters
+    ----------
+    dut : the cocotb handle of the ``aau`` top level.
+    params : AAUParams
+        The parameters the Verilog was generated with (payload layouts, result fields).
+    """
+
     def __init__(self, dut, params: AAUParams):
         self.dut = dut
         self.params = params
@@ -124,6 +189,18 @@ class TB:
         self.result_fields = [
             (name, f.offset, f.width, name in SIGNED_FIELDS) for name, f in result_layout(params)
         ]
+        self.i_valid, self.i_payload, self.i_ready = pins(dut, "i__valid", "i__payload", "i__ready")
+        self.param_valid, self.param_payload, self.param_ready = pins(
+            dut, "param__valid", "param__payload", "param__ready"
+        )
+        self.o_valid, self.o_payload, self.o_ready = pins(dut, "o__valid", "o__payload", "o__ready")
+        self.result_valid, self.result_payload, self.result_ready = pins(
+            dut, "result__valid", "result__payload", "result__ready"
+        )
+        # What the testbench drives on each handshake input now: a port is written only when
+        # its value changes, and a changed o.ready or param.valid calls for ReadOnly.
+        self.driven = {"i_valid": 0, "param_valid": 0, "o_ready": 0, "result_ready": 0}
+        self.falling = FallingEdge(dut.clk)
 
     async def start(self) -> None:
         dut = self.dut
@@ -134,16 +211,40 @@ class TB:
         dut.param__payload.value = 0
         dut.o__ready.value = 0
         dut.result__ready.value = 0
+        self.driven = dict.fromkeys(self.driven, 0)
         dut.rst.value = 1
         for _ in range(3):
             await RisingEdge(dut.clk)
         dut.rst.value = 0
 
-    def pack(self, code: int, last: int, mode: int) -> int:
-        return ((code & 0xFFFF) << self.data_at) | (last << self.last_at) | (mode << self.mode_at)
-
-    def pack_param(self, gamma: int, beta: int) -> int:
-        return ((gamma & 0xFFFF) << self.gamma_at) | ((beta & 0xFFFF) << self.beta_at)
+    def streams(self, vectors: list[Vector]) -> Streams:
+        """Pack ``vectors`` (elements, ``last`` on each vector's final one, the mode on every
+        element) and their NORM parameters into payload words."""
+        lengths = np.array([len(v.codes) for v in vectors], dtype=np.int64)
+        codes = np.concatenate([np.asarray(v.codes, dtype=np.int64) for v in vectors])
+        last = np.zeros(codes.size, dtype=np.int64)
+        last[np.cumsum(lengths) - 1] = 1
+        modes = np.repeat(np.array([v.code for v in vectors], dtype=np.int64), lengths)
+        payloads = (
+            ((codes & CODE_MASK) << self.data_at) | (last << self.last_at) | (modes << self.mode_at)
+        )
+        normed = [v for v in vectors if v.gamma is not None]
+        if normed:
+            gamma = np.concatenate([np.asarray(v.gamma, dtype=np.int64) for v in normed])
+            beta = np.concatenate([np.asarray(v.beta, dtype=np.int64) for v in normed])
+            params = ((gamma & CODE_MASK) << self.gamma_at) | ((beta & CODE_MASK) << self.beta_at)
+            param_idle = np.repeat([v.in_idle for v in normed], [len(v.gamma) for v in normed])
+        else:
+            params = param_idle = np.zeros(0)
+        return Streams(
+            payloads=payloads.tolist(),
+            in_idle=np.repeat([v.in_idle for v in vectors], lengths).tolist(),
+            out_stall=np.repeat([v.out_stall for v in vectors], lengths).tolist(),
+            params=params.tolist(),
+            param_idle=param_idle.tolist(),
+            want_results=sum(1 for v in vectors if not v.element),
+            want_elements=sum(len(v.codes) for v in vectors if v.element),
+        )
 
     def unpack_result(self, value: int) -> dict[str, int]:
         fields = {}
@@ -157,84 +258,116 @@ class TB:
     async def run(self, vectors: list[Vector], limit_cycles: int) -> Traffic:
         """Stream ``vectors`` and their parameters; return when every result and element has
         come out and every parameter has been taken."""
-        dut, rng = self.dut, self.rng
-        items = []  # (packed payload, in_idle, out_stall)
-        params = []  # (packed parameters, in_idle)
-        for vector in vectors:
-            count = len(vector.codes)
-            for n, code in enumerate(vector.codes.tolist()):
-                packed = self.pack(code, int(n == count - 1), vector.code)
-                items.append((packed, vector.in_idle, vector.out_stall))
-            if vector.gamma is not None:
-                for gamma, beta in zip(vector.gamma.tolist(), vector.beta.tolist(), strict=True):
-                    params.append((self.pack_param(gamma, beta), vector.in_idle))
-        want_results = sum(1 for v in vectors if not v.element)
-        want_elements = sum(len(v.codes) for v in vectors if v.element)
+        streams = self.streams(vectors)
+        payloads, in_idles, out_stalls = streams.payloads, streams.in_idle, streams.out_stall
+        param_words, param_idles = streams.params, streams.param_idle
+        item_count, param_count = len(payloads), len(param_words)
+        want_results, want_elements = streams.want_results, streams.want_elements
         traffic = Traffic()
-        position = param_position = 0
-        presenting = param_presenting = False
+        inputs, results = traffic.inputs, traffic.results
+        element_cycles, element_words = traffic.element_cycles, traffic.element_words
+        # the loop below runs once per clock cycle: everything it calls is bound here once
+        write_payload, write_param = self.i_payload.write, self.param_payload.write
+        write_i_valid, write_param_valid = self.i_valid.write, self.param_valid.write
+        write_o_ready, write_result_ready = self.o_ready.write, self.result_ready.write
+        read_i_ready, read_param_ready = self.i_ready.read, self.param_ready.read
+        read_o_valid, read_o_payload = self.o_valid.read, self.o_payload.read
+        read_result_valid, read_result_payload = self.result_valid.read, self.result_payload.read
+        falling, read_only = self.falling, ReadOnly()
+        random = self.rng.random
+        driven = self.driven
+        i_valid, param_valid = driven["i_valid"], driven["param_valid"]
+        o_ready_driven, result_ready_driven = driven["o_ready"], driven["result_ready"]
+        position = param_position = elements_out = 0
+        presenting = param_presenting = 0
         out_stall = 0.0
-        random = rng.random
         for cycle in range(limit_cycles):
-            await FallingEdge(dut.clk)
-            if position < len(items):
-                payload, in_idle, out_stall = items[position]
-                if not presenting and (in_idle == 0.0 or random() >= in_idle):
-                    dut.i__payload.value = payload
-                    presenting = True
-            if param_position < len(params) and not param_presenting:
-                packed, param_idle = params[param_position]
+            await falling
+            # The same decisions and random draws, in the same order, as ever: a seed's
+            # traffic does not depend on how the ports are written.
+            if position < item_count:
+                out_stall = out_stalls[position]
+                if not presenting:
+                    in_idle = in_idles[position]
+                    if in_idle == 0.0 or random() >= in_idle:
+                        write_payload(payloads[position])
+                        presenting = 1
+            if not param_presenting and param_position < param_count:
+                param_idle = param_idles[param_position]
                 if param_idle == 0.0 or random() >= param_idle:
-                    dut.param__payload.value = packed
-                    param_presenting = True
-            dut.i__valid.value = int(presenting)
-            dut.param__valid.value = int(param_presenting)
-            o_ready = out_stall == 0.0 or random() >= out_stall
-            r_ready = out_stall == 0.0 or random() >= out_stall
-            dut.o__ready.value = int(o_ready)
-            dut.result__ready.value = int(r_ready)
-            await ReadOnly()
-            if presenting and dut.i__ready.value:
-                traffic.inputs.append(cycle)
+                    write_param(param_words[param_position])
+                    param_presenting = 1
+            if out_stall == 0.0:
+                o_ready = r_ready = 1
+            else:
+                o_ready = 1 if random() >= out_stall else 0
+                r_ready = 1 if random() >= out_stall else 0
+            if presenting != i_valid:
+                write_i_valid(presenting)
+                i_valid = presenting
+            if r_ready != result_ready_driven:
+                write_result_ready(r_ready)
+                result_ready_driven = r_ready
+            if param_presenting != param_valid or o_ready != o_ready_driven:
+                write_param_valid(param_presenting)
+                write_o_ready(o_ready)
+                param_valid, o_ready_driven = param_presenting, o_ready
+                # i.ready and param.ready follow o.ready and param.valid combinationally
+                # (through the back end's ``blocked``): sample them once they have settled.
+                await read_only
+            # Otherwise no wait: i.ready (the global enable) and param.ready are functions
+            # of registers, o.ready and param.valid (hw/aau.py ``en``, hw/aau_back_end.py
+            # ``blocked``); o.valid/o.payload are the back end's output register;
+            # result.valid/result.payload the post pass's phase and registered fields;
+            # i.valid, i.payload, param.payload and result.ready reach only registers. With
+            # o.ready and param.valid unchanged since the last rising edge, the values at
+            # this falling edge are those ReadOnly would show.
+            if presenting and read_i_ready():
+                inputs.append(cycle)
                 position += 1
-                presenting = False
-            if param_presenting and dut.param__ready.value:
+                presenting = 0
+            if param_presenting and read_param_ready():
                 param_position += 1
-                param_presenting = False
-            if o_ready and dut.o__valid.value:
-                value = int(dut.o__payload.value)
-                traffic.elements.append((cycle, value & 0xFFFF, value >> 16))
-            if r_ready and dut.result__valid.value:
-                value = self.unpack_result(int(dut.result__payload.value))
-                traffic.results.append((cycle, value))
+                param_presenting = 0
+            if o_ready and read_o_valid():
+                element_cycles.append(cycle)
+                element_words.append(read_o_payload())
+                elements_out += 1
+            if r_ready and read_result_valid():
+                results.append((cycle, self.unpack_result(read_result_payload())))
             if (
-                position == len(items)
-                and param_position == len(params)
-                and len(traffic.results) == want_results
-                and len(traffic.elements) == want_elements
+                position == item_count
+                and param_position == param_count
+                and elements_out == want_elements
+                and len(results) == want_results
             ):
-                await FallingEdge(dut.clk)
-                dut.i__valid.value = 0
-                dut.param__valid.value = 0
+                await falling
+                write_i_valid(0)
+                write_param_valid(0)
+                driven.update(
+                    i_valid=0, param_valid=0, o_ready=o_ready_driven, result_ready=r_ready
+                )
+                traffic.cycles = cycle + 2
                 return traffic
         raise AssertionError(
-            f"timeout after {limit_cycles} cycles: {position}/{len(items)} elements in, "
-            f"{param_position}/{len(params)} parameters in, "
-            f"{len(traffic.results)}/{want_results} results, "
-            f"{len(traffic.elements)}/{want_elements} elements out"
+            f"timeout after {limit_cycles} cycles: {position}/{item_count} elements in, "
+            f"{param_position}/{param_count} parameters in, "
+            f"{len(results)}/{want_results} results, "
+            f"{elements_out}/{want_elements} elements out"
         )
 
 
 def expected_outputs(vectors: list[Vector], params: AAUParams):
-    """The golden model's results and output elements (16-bit patterns), in stream order."""
-    results, elements = [], []
+    """The golden model's results, and its output elements as ``o`` payload words
+    (``data`` | ``last`` << 16, as :func:`ahasd.hw.aau.element_layout` packs them), in
+    stream order; one golden-model call per vector."""
+    results, words = [], []
     # Reset state of the unit: R = 0, recip = 0 (docs/aau.md section 6), N = T = r = k = 0
     # (section 9.2).
     held = golden.Stats(max=0, argmax=0, z=0, z_exp=0, w=0, recip=0, top1=0, entropy=0)
     held_norm = golden.NORM_RESET
     for vector in vectors:
         codes = vector.codes
-        lasts = [0] * (len(codes) - 1) + [1]
         if vector.element:
             if vector.mode == Mode.SOFTMAX:
                 outputs = golden.aau_softmax(codes, params, stats=held)
@@ -242,8 +375,10 @@ def expected_outputs(vectors: list[Vector], params: AAUParams):
                 outputs = golden.aau_norm(codes, vector.gamma, vector.beta, params, stats=held_norm)
             else:
                 outputs = ACTIVATIONS[vector.mode](codes, params)
-            bits = [value & 0xFFFF for value in outputs.tolist()]
-            elements.extend(zip(bits, lasts, strict=True))
+            last = np.zeros(len(codes), dtype=np.int64)
+            last[-1] = 1
+            bits = np.asarray(outputs, dtype=np.int64) & CODE_MASK
+            words.append((bits << OUTPUT_DATA_AT) | (last << OUTPUT_LAST_AT))
             continue
         maximum, argmax = golden.aau_max(codes, params)
         expect = dict.fromkeys(STATS_FIELDS, 0)
@@ -273,13 +408,21 @@ def expected_outputs(vectors: list[Vector], params: AAUParams):
             else:
                 expect.update(recip=0, top1=0, entropy=0)
         results.append(expect)
-    return results, elements
+    expected_words = np.concatenate(words) if words else np.zeros(0, dtype=np.int64)
+    return results, expected_words
 
 
-def compare(vectors, traffic, expected_results, expected_elements) -> list[str]:
+def split_word(word: int) -> tuple[int, int]:
+    """``(data, last)`` of an ``o`` payload word."""
+    return (word >> OUTPUT_DATA_AT) & CODE_MASK, (word >> OUTPUT_LAST_AT) & 1
+
+
+def compare(vectors, traffic, expected_results, expected_words) -> list[str]:
+    """Every result field and every output element against the golden model's; one line
+    per differing result, one for the output elements (how many differ, and the first with
+    its vector, its index in the vector, and both values as ``(data, last)``)."""
     errors = []
     got_results = [value for _, value in traffic.results]
-    got_elements = [(p, last) for _, p, last in traffic.elements]
     reductions = [v for v in vectors if not v.element]
     for index, (vector, got, want) in enumerate(
         zip(reductions, got_results, expected_results, strict=True)
@@ -290,16 +433,24 @@ def compare(vectors, traffic, expected_results, expected_elements) -> list[str]:
                 f"result {index} ({vector.tag}, mode {vector.code}, length "
                 f"{len(vector.codes)}): (rtl, golden) differ in {diff}"
             )
-    if got_elements != expected_elements:
-        first = next(
-            n
-            for n, (a, b) in enumerate(zip(got_elements, expected_elements, strict=False))
-            if a != b
-        )
-        bad = sum(a != b for a, b in zip(got_elements, expected_elements, strict=True))
+    got_words = np.asarray(traffic.element_words, dtype=np.int64)
+    if got_words.size != expected_words.size:
+        errors.append(f"rtl: {got_words.size} output elements, golden: {expected_words.size}")
+        return errors
+    differ = np.flatnonzero(got_words != expected_words)
+    if differ.size:
+        first = int(differ[0])
+        # the vector (its place in the stream of vectors) and the element within it
+        outputs = [n for n, v in enumerate(vectors) if v.element]
+        ends = np.cumsum([len(vectors[n].codes) for n in outputs])
+        which = int(np.searchsorted(ends, first, side="right"))
+        vector = vectors[outputs[which]]
+        index = first - int(ends[which]) + len(vector.codes)
         errors.append(
-            f"{bad} output elements differ; first at stream element {first}: "
-            f"rtl {got_elements[first]}, golden {expected_elements[first]}"
+            f"{differ.size} output elements differ; first at stream element {first} "
+            f"(element {index} of vector {outputs[which]}: {vector.tag}, mode {vector.code}, "
+            f"length {len(vector.codes)}): (data, last) rtl {split_word(int(got_words[first]))}, "
+            f"golden {split_word(int(expected_words[first]))}"
         )
     return errors
 
@@ -478,9 +629,9 @@ async def random_vectors_bit_exact(dut):
     expected_results, expected_elements = expected_outputs(vectors, params)
 
     total = sum(len(v.codes) for v in vectors)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     traffic = await tb.run(vectors, limit_cycles=20 * total + 100_000)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     errors = compare(vectors, traffic, expected_results, expected_elements)
     assert not errors, f"{len(errors)} mismatch(es):\n" + "\n".join(errors[:20])
 
@@ -491,7 +642,9 @@ async def random_vectors_bit_exact(dut):
     report(
         dut,
         f"{len(vectors)} vectors bit-exact ({counts}); lengths {min(lengths)}..{max(lengths)}, "
-        f"{total} elements in {cycles} cycles with gaps; {cycles / wall:.0f} cycles/s",
+        f"{total} elements in {cycles} cycles with gaps; the run in {traffic.cycles} cycles, "
+        f"{wall:.1f} s wall, {cpu:.1f} s CPU = {traffic.cycles / wall:.0f} clock edges/s, "
+        f"{traffic.cycles / cpu:.0f} per CPU-second",
     )
 
 
@@ -607,9 +760,9 @@ async def long_vectors_bit_exact(dut):
     vectors = long_vectors(rng, params.max_length)
     expected_results, expected_elements = expected_outputs(vectors, params)
     total = sum(len(v.codes) for v in vectors)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     traffic = await tb.run(vectors, limit_cycles=2 * total + 10_000)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     errors = compare(vectors, traffic, expected_results, expected_elements)
     assert not errors, f"{len(errors)} mismatch(es):\n" + "\n".join(errors[:20])
     # sampled from vectors that went through bit-exact: each bin is a checked case
@@ -621,7 +774,8 @@ async def long_vectors_bit_exact(dut):
     report(
         dut,
         f"{len(vectors)} long vectors bit-exact, lengths {lengths}; {total} elements in "
-        f"{wall:.1f} s ({total / wall:.0f} cycles/s)",
+        f"{traffic.cycles} cycles, {wall:.1f} s wall, {cpu:.1f} s CPU = "
+        f"{traffic.cycles / wall:.0f} clock edges/s, {traffic.cycles / cpu:.0f} per CPU-second",
     )
 
 
@@ -667,7 +821,7 @@ async def throughput(dut):
     soft_in = traffic.inputs[
         stats_elements + len(softmax.codes) : stats_elements + 2 * len(softmax.codes)
     ]
-    soft_out = [cycle for cycle, _, _ in traffic.elements][len(softmax.codes) :]
+    soft_out = traffic.element_cycles[len(softmax.codes) :]
     assert soft_in == list(range(soft_in[0], soft_in[0] + len(soft_in)))
     assert [o - i for o, i in zip(soft_out, soft_in, strict=True)] == [OUTPUT_LATENCY + 1] * len(
         soft_in
@@ -705,7 +859,7 @@ async def throughput(dut):
             traffic = await tb.run(vectors, limit_cycles=10 * n + 10_000)
             errors = compare(vectors, traffic, *expected_outputs(vectors, params))
             assert not errors, "\n".join(errors)
-            outputs = [cycle for cycle, _, _ in traffic.elements]
+            outputs = traffic.element_cycles
             assert outputs == list(range(outputs[0], outputs[0] + n)), mode
             if mode in ACTIVATIONS:
                 assert traffic.inputs == list(range(traffic.inputs[0], traffic.inputs[0] + n))

@@ -1,0 +1,55 @@
+"""Benchmark: cocotb simulation speed of the AAU testbench's random tier (Verilator).
+
+Runs one item of the AAU's cocotb tier (default parameters, 300 reduction vectors with their
+second passes and activation vectors, random valid/ready gaps, seed 1, so every run simulates
+the same cycles) through pytest and prints the clock edges (cycles of the one clock) per
+wall-clock second and per CPU-second of the simulator process that the testbench reports,
+each beside the previous run's. Target: 50,000 edges/s. The wall figure depends on the
+machine's load, the CPU figure much less: it is the one ``--strict`` holds to the target.
+Fails (exit 1) when the test fails.
+
+Usage: ``.venv/bin/python bench/bench_aau.py [--strict]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from figures import report
+from testbench import load, run_item
+
+NAME = "bench_aau"
+TARGET = 50_000  # clock edges per second
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strict", action="store_true")
+    args = parser.parse_args()
+    print(f"load average at the start: {load()}")
+    env = {**os.environ, "AHASD_SEED": "1", "AHASD_VECTORS": "300"}
+    ran = run_item(
+        NAME,
+        ["tests/aau/test_cocotb.py", "-k", "test_aau_random_vectors_against_golden"],
+        r"AHASD: .*; (lengths .* in (\d+) cycles, .* = (\d+) clock edges/s, (\d+) per CPU-second)",
+        env,
+    )
+    if ran is None:
+        return 1
+    found, wall = ran
+    print(f"AAU cocotb random tier (Verilator): {found.group(1)}")
+    edges_wall, edges_cpu = int(found.group(3)), int(found.group(4))
+    report(NAME, "AAU cocotb, clock edges/s (wall)", edges_wall, "", 0)
+    report(NAME, "AAU cocotb, clock edges per CPU-second", edges_cpu, "", 0)
+    report(NAME, "AAU cocotb, pytest wall", wall, "s")
+    print(f"load average at the end: {load()}")
+    for label, value in (("wall", edges_wall), ("CPU", edges_cpu)):
+        verdict = "meets" if value >= TARGET else "MISSES"
+        print(f"clock edges per {label} second {verdict} the {TARGET:,} target")
+    return 1 if args.strict and edges_cpu < TARGET else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
