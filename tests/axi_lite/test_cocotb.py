@@ -1,4 +1,4 @@
-"""AXI4-Lite subordinate, cocotb tier: cocotbext-axi's AXI4-Lite manager, random pauses on
+"""AXI4-Lite subordinate, cocotb tier: the testbench's AXI4-Lite manager, random pauses on
 every channel, four concurrent workers (``tb_axi_lite.py``), on the generated Verilog of the
 bridge in front of a 16-word register file (``target.py``). Two seeds: ``AHASD_SEED`` (or a
 fresh one, printed) and that plus one (``make test`` runs the first, ``make regress``
