@@ -209,16 +209,19 @@ class _Resume:
     """What a coroutine stepped by a :class:`LoopTask` yields: where it resumes.
 
     ``cycles`` 0: in the read-only phase of the current cycle; ``n`` > 0: in the writable
-    phase ``n`` cycles on.
+    phase ``n`` cycles on. With a ``condition``: in the first writable phase from the next
+    one on in which ``condition()`` holds, at most ``cycles`` cycles on (the await's value
+    says whether it held).
     """
 
-    __slots__ = ("cycles",)
+    __slots__ = ("condition", "cycles")
 
-    def __init__(self, cycles: int) -> None:
+    def __init__(self, cycles: int, condition: Callable[[], bool] | None = None) -> None:
         self.cycles = cycles
+        self.condition = condition
 
     def __await__(self):
-        yield self
+        return (yield self)
 
 
 _SAMPLE = _Resume(0)
@@ -250,6 +253,17 @@ class LoopClock:
         """Await it to move to the read-only phase of this cycle."""
         return _SAMPLE
 
+    def until(self, condition: Callable[[], bool], limit: int) -> _Resume:
+        """Await it to move to the first writable phase from the next one on in which
+        ``condition()`` holds; True then, False after ``limit`` cycles without.
+
+        The loop evaluates ``condition`` in each writable phase itself: the coroutine (and
+        the coroutines awaiting it) is not resumed for the cycles in between.
+        """
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+        return _Resume(limit, condition)
+
 
 class LoopTask:
     """Runs coroutines inside a domain loop's cycle, without scheduler wake-ups of their own.
@@ -259,7 +273,8 @@ class LoopTask:
     the falling edge, then ``ReadOnly``, in every cycle its clock runs pays two per cycle
     beside the domain's own loop, which waits for the same two moments anyway. A coroutine
     written against :attr:`clock` (``await clock.next(n)``, ``await clock.sample()``, the
-    calls :class:`CycleClock` has too) is stepped by that loop instead: it calls
+    calls :class:`CycleClock` has too, and ``await clock.until(condition, limit)``, a wait the
+    loop evaluates without resuming the coroutine) is stepped by that loop instead: it calls
     :meth:`drive` once per cycle in the writable phase after the falling edge and
     :meth:`sample` once in ``ReadOnly``, and the coroutine runs on from its ``await`` in the
     phase it waits for, in the loop's own task. Awaiting anything else raises ``TypeError``.
@@ -288,6 +303,8 @@ class LoopTask:
         self._cycle = 0  # writable phases seen
         self._resume_at = 0  # the writable phase to resume in (0: none)
         self._sampling = False  # resume in this cycle's read-only phase
+        self._condition: Callable[[], bool] | None = None  # resume once it holds
+        self._condition_from = 0  # the cycle the wait for it began in
         self.done = False
         self.result: Any = None
 
@@ -307,6 +324,16 @@ class LoopTask:
     def drive(self) -> None:
         """The loop's writable phase of a new cycle (after the falling edge)."""
         self._cycle += 1
+        condition = self._condition
+        if condition is not None:
+            held = condition()
+            if held or self._resume_at == self._cycle:
+                self._condition = None
+                waited = self._cycle - self._condition_from  # the cycles the clock moved on
+                self.clock.cycle += waited
+                self.clock.clocked += waited
+                self._step(in_sample=False, value=held)
+            return
         if self._resume_at == self._cycle:
             self._step(in_sample=False)
 
@@ -316,9 +343,9 @@ class LoopTask:
             self._sampling = False
             self._step(in_sample=True)
 
-    def _step(self, in_sample: bool) -> None:
+    def _step(self, in_sample: bool, value: Any = None) -> None:
         try:
-            where = self._coroutine.send(None)
+            where = self._coroutine.send(value)
         except StopIteration as stop:
             self._coroutine = None
             self._resume_at = 0
@@ -340,6 +367,8 @@ class LoopTask:
             self._resume_at = 0
         else:
             self._resume_at = self._cycle + where.cycles
+            self._condition = where.condition
+            self._condition_from = self._cycle
 
 
 class EdgeLoop:

@@ -173,6 +173,10 @@ async def loop_task_resumes_in_the_phase_it_waits_for(dut):
         seen.append(("sample", cycles.now()))
         await task.clock.next()
         seen.append(("drive", cycles.now()))
+        held = await task.clock.until(lambda: cycles.now() == 8, 10)
+        seen.append(("until", cycles.now(), held, task.clock.cycle))
+        held = await task.clock.until(lambda: False, 2)
+        seen.append(("until", cycles.now(), held, task.clock.cycle))
         return "done"
 
     async def foreign():
@@ -192,7 +196,14 @@ async def loop_task_resumes_in_the_phase_it_waits_for(dut):
     loop.stop()
     assert task.result == "done"
     steps = [entry for entry in seen if entry[0] != "loop drives"]
-    assert steps == [("start", 1), ("drive", 4), ("sample", 4), ("drive", 5)], seen
+    assert steps == [
+        ("start", 1),
+        ("drive", 4),
+        ("sample", 4),
+        ("drive", 5),
+        ("until", 8, True, 7),  # the clock counts the cycles from the start: 3 + 1 + 3
+        ("until", 10, False, 9),  # the limit: two cycles on, the condition never held
+    ], seen
     task.start(foreign())
     loop = EdgeLoop(dut.clk, PERIOD_NS * 1000, drive, task.sample).start()
     with pytest.raises(TypeError, match="only its clock's next"):

@@ -73,7 +73,7 @@ from harness.tb import report, rng_from_env
 
 from ahasd.golden.edc import COUNTER_NAMES
 from ahasd.golden.gtsu import TASK_CODES
-from ahasd.golden.queues import make_entry, pack, unpack
+from ahasd.golden.queues import DraftEntry, FeedbackEntry, PreverifyEntry, pack, unpack
 from ahasd.golden.top import GoldenTop
 from ahasd.hw.tb.checker import ErrorLog, InOrderChecker
 from ahasd.hw.tb.clocking import EdgeLoop, LoopTask, wait_until
@@ -821,9 +821,9 @@ class Stimulus:
         rng, q = self.rng, self.p.queues
         if rng.random() < 0.1:
             self.writer_epoch = self.reader_epoch  # learned through the feedback path
-        # As the golden queue's entry type: it is normalised once, not at every use.
-        return make_entry(
-            "draft",
+        # Built as the golden queue's entry type (the fields in the spec's order, each
+        # drawn inside its width), so the golden model takes it without normalising it.
+        return DraftEntry(
             batch_id=rng.randrange(1 << q.batch_id_bits),
             epoch=self.writer_epoch & ((1 << q.epoch_bits) - 1),
             first_pos=rng.randrange(1 << q.pos_bits),
@@ -951,8 +951,7 @@ class Stimulus:
         held = self.hold_queues
         d.queues.draft_r.accept(int((self.stop or rng.random() >= self.reader_stall) and not held))
         if self.feedback_entry is None and not self.stop and rng.random() < 0.2 and not held:
-            self.feedback_entry = make_entry(
-                "feedback",
+            self.feedback_entry = FeedbackEntry(
                 batch_id=rng.randrange(1 << q.batch_id_bits),
                 n_accepted=rng.randrange(1 << q.length_bits),
                 full=rng.randrange(2),
@@ -962,6 +961,8 @@ class Stimulus:
             d.queues.feedback_w.withdraw()
 
     def npu_taken(self, sample: NpuCycle) -> None:
+        if sample.draft_read is None and not sample.squashed and sample.feedback_written is None:
+            return  # nothing moved: the scoreboard and the golden queues stay as they are
         mask = (1 << self.p.queues.epoch_bits) - 1
         self.board.npu(sample, self.reader_epoch & mask, self.feedback_entry)
         while len(self.live_epochs) > self.golden.draft_queue.level:
@@ -988,8 +989,7 @@ class Stimulus:
         if self.stop or self.hold_queues:
             return False
         q = self.p.queues
-        self.preverify_entry = make_entry(
-            "preverify",
+        self.preverify_entry = PreverifyEntry(
             batch_id=rng.randrange(1 << q.batch_id_bits),
             n_tokens=rng.randrange(1 << q.length_bits),
         )
@@ -1149,11 +1149,14 @@ class TB:
         """Hold new EDC events / TVC commands and wait until those blocks have settled."""
         stimulus = self.stimulus
         stimulus.hold_edc, stimulus.hold_tvc = edc, tvc
-        for _ in range(20000):
-            if (not edc or stimulus.edc_settled()) and (not tvc or stimulus.tvc_settled()):
-                return
-            await self.clock.next()
-        raise AssertionError("the blocks never settled for a register access")
+
+        def settled() -> bool:
+            return (not edc or stimulus.edc_settled()) and (not tvc or stimulus.tvc_settled())
+
+        if settled():
+            return
+        if not await self.clock.until(settled, 20000):
+            raise AssertionError("the blocks never settled for a register access")
 
     async def _check_answer(self, data: int, response: int, what: str) -> None:
         board = self.board
@@ -1172,10 +1175,12 @@ class TB:
         full queue keeps waiting)."""
         self.stimulus.hold_queues = True
         port, view = LEVELS[name], self.board.record.views[name]
-        for _ in range(12):
-            if self.driver.queues.level(port) == view():
-                return
-            await self.clock.next()
+
+        def caught_up() -> bool:
+            return self.driver.queues.level(port) == view()
+
+        if not caught_up():
+            await self.clock.until(caught_up, 12)
 
     async def access(
         self, kind: str, name: str, value: int = 0, strobe: int = 0xF, settle: bool = False
