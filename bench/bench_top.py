@@ -4,9 +4,9 @@ Runs ``tests/top/tb_top.py`` (three clocks, pim 1250 ps, npu 1000 ps, cpu 1500 p
 events checked against the golden controller) through pytest with a fixed seed, so that
 two runs simulate the same traffic, and prints the clock edges (rising, of the three
 clocks) per wall-clock and per CPU second that the testbench reports, with the load
-average. The machine's speed drifts by a fifth from run to run (a plain Python loop of ten
-million additions: 0.70 to 0.99 s in five runs on the 2026-12-02 machine), so the item runs
-``--runs`` times (3) and the median of each figure is reported, the runs' figures beside.
+average. The machine's speed drifts by a fifth from run to run and by a third within a
+session (``testbench.python_speed``, printed first), so the item runs ``--runs`` times (3)
+and the median of each figure is reported, the runs' figures beside.
 Target: 50,000 edges/s.
 
 Usage: ``.venv/bin/python bench/bench_top.py [--seed N] [--runs N]`` (default seed 12345)

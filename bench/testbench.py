@@ -45,9 +45,11 @@ def load() -> str:
 
 
 def python_speed() -> float:
-    """CPU seconds of a plain Python loop of ten million integer additions: how fast this
-    machine runs Python right now (a testbench's figure is mostly Python, and a shared
-    machine's speed drifts: 0.70 to 1.22 s on the 2026-12-02 machine in one session)."""
+    """CPU seconds of a Python loop of ten million integer additions in a function: how fast
+    this machine runs Python right now (a testbench's figure is mostly Python, and a shared
+    machine's speed drifts: the same loop at module level, twice as slow, took 0.67 to 1.22 s
+    on the 2026-12-02 machine within one session; 0.32 to 0.34 s here when it took 0.67 to
+    0.70 s there)."""
     started = time.process_time()
     total = 0
     for value in range(10_000_000):
