@@ -1,9 +1,12 @@
 """cocotb integration test of the controller top against the golden controller.
 
 Three free-running clocks: ``pim`` 1250 ps (800 MHz), ``npu`` 1000 ps, ``cpu`` 1500 ps. One
-coroutine per clock, each doing all of its domain's work once per cycle (drive after the
-falling edge, sample in ``ReadOnly``: :mod:`ahasd.hw.tb.clocking`). The testbench has the
-usual four parts:
+loop per clock, each doing all of its domain's work once per cycle (drive after the falling
+edge, sample in ``ReadOnly``: :mod:`ahasd.hw.tb.clocking`), run by the simulator's callbacks
+(:class:`~ahasd.hw.tb.clocking.EdgeLoop`, no cocotb task; the test body polls them). The NPU
+and CPU sides sample at the falling edge itself where what they read is a function of their
+domain's registers (:meth:`TB.npu_drive`, :meth:`TB.cpu_drive`), and the CPU side sleeps
+between its orders. The testbench has the usual four parts:
 
 driver
     :class:`Stimulus`, random traffic through the testbench library's drivers of the top
@@ -11,9 +14,10 @@ driver
     the scripted CPU on the register bus (presets first, then random reads and occasional
     writes and soft resets during the traffic), EDC events, TVC commands, the GTSU's
     ``want_draft`` level, the draft queue's writer, the ready of the EDC decisions, TVC
-    answers and the feedback and pre-verification queues' readers. The CPU is a coroutine of
-    its own on the AXI4-Lite port (the library's ``RegisterPort``): it holds EDC events (and
-    TVC commands) while its access depends on them. ``npu``: the draft
+    answers and the feedback and pre-verification queues' readers. The CPU is a coroutine on
+    the AXI4-Lite port (the library's ``RegisterPort``), stepped in the PIM loop's phases by
+    a :class:`~ahasd.hw.tb.clocking.LoopTask`: it holds EDC events (and TVC commands) while
+    its access depends on them. ``npu``: the draft
     queue's reader (random stalls, random epoch bumps = rejections) and the feedback
     queue's writer. ``cpu``: the pre-verification queue's writer.
 monitor
@@ -350,15 +354,6 @@ class ChangeRecord:
                 if label in self.coverage.required:
                     self.coverage.sample(label)
         return True
-
-
-@dataclass
-class _Phase:
-    """One phase's functions of the three domains' loops."""
-
-    pim: object
-    npu: object
-    cpu: object
 
 
 # -- checker (with the model) --------------------------------------------------------------
@@ -1052,10 +1047,9 @@ class TB:
         self.random_accesses = 0
         self.npu_rng, self.cpu_rng = rng_from_env("top-npu"), rng_from_env("top-cpu")
         self.cpu_slept = False  # the CPU loop's next call is the end of a sleep
-        clocks, drive, sample = (dut.pim_clk, dut.npu_clk, dut.cpu_clk), self.drive, self.sample
-        self.pim = EdgeLoop(clocks[0], PERIODS_PS["pim"], drive.pim, sample.pim)
-        self.npu = EdgeLoop(clocks[1], PERIODS_PS["npu"], drive.npu, sample.npu)
-        self.cpu_side = EdgeLoop(clocks[2], PERIODS_PS["cpu"], drive.cpu)
+        self.pim = EdgeLoop(dut.pim_clk, PERIODS_PS["pim"], self.pim_drive, self.pim_sample)
+        self.npu = EdgeLoop(dut.npu_clk, PERIODS_PS["npu"], self.npu_drive, self.npu_sample)
+        self.cpu_side = EdgeLoop(dut.cpu_clk, PERIODS_PS["cpu"], self.cpu_drive)
         self.loops = (self.pim, self.npu, self.cpu_side)
         self.poll = Timer(POLL_CYCLES * PERIODS_PS["pim"], unit="ps")
 
@@ -1074,14 +1068,6 @@ class TB:
     def stop(self) -> None:
         for loop in self.loops:
             loop.stop()
-
-    @property
-    def drive(self):
-        return _Phase(self.pim_drive, self.npu_drive, self.cpu_drive)
-
-    @property
-    def sample(self):
-        return _Phase(self.pim_sample, self.npu_sample, None)
 
     def pim_drive(self) -> bool:
         board = self.board
