@@ -52,6 +52,7 @@ __all__ = [
     "MODEL_CHOICES",
     "NONLINEAR_WITHOUT_AAU",
     "PLATFORM_KIND",
+    "RANK_SPLITS",
     "SPEC_VALUE_MAX",
     "SPEC_VALUE_MIN",
     "DeviceSpec",
@@ -84,6 +85,12 @@ CONFIDENCE_LEVELS = ("high", "medium", "low")
 PLATFORM_KIND = "npu-pim"
 DEFAULT_PLATFORM = "table2"
 MEMORY_SHARING = ("shared", "separate")
+# How the PIM's ranks are divided between the draft and the target model (paper 5.1: "varying
+# rank sizes ... according to model size"; docs/system-model.md, "Rank split"):
+# target-first: the target on the ranks its footprint needs, the draft striped over the rest;
+# footprint: each model on just the ranks its footprint needs (the rest hold nothing);
+# fixed: the PIM device file's draft_ranks.
+RANK_SPLITS = ("target-first", "footprint", "fixed")
 # Every spec number in SI units lies far inside this range (the shipped ones span 2e-6 to
 # 1.3e14); outside it, the cost model's products and quotients leave float range.
 SPEC_VALUE_MIN = 1e-12
@@ -520,6 +527,16 @@ class PlatformSpec:
     gpu_baselines: tuple[str, ...] = _help(
         "GPU devices ahasd reproduce compares this platform with (default: its gpu).", ()
     )
+    rank_split: str = _help(
+        "How the PIM's ranks are divided between the models (RANK_SPLITS).", "target-first"
+    )
+    rank_split_source: str = _help("Why this rank split.", "")
+    preverify_kv_reuse: bool = _help(
+        "Whether the NPU may skip re-verifying tokens a pre-verification accepted, reading "
+        "the target KV entries the PIM wrote (only where both read one memory).",
+        False,
+    )
+    preverify_kv_reuse_source: str = _help("Why the KV reuse is or is not possible.", "")
     path: str = _help("The file it was read from.", "")
 
     def device(self, role: str) -> str:
@@ -556,6 +573,15 @@ def load_system_platform(path: Path) -> PlatformSpec:
     baselines = data.get("gpu_baselines", [dict(devices)["gpu"]])
     if not isinstance(baselines, list) or not all(isinstance(b, str) and b for b in baselines):
         raise UserError(f"{path}: field 'gpu_baselines': must be a list of GPU device names")
+    split, split_source = _platform_choice(path, data, "rank_split", RANK_SPLITS, "target-first")
+    reuse, reuse_source = _platform_choice(
+        path, data, "preverify_kv_reuse", (True, False), value == "shared"
+    )
+    if reuse and value != "shared":
+        raise UserError(
+            f"{path}: field 'preverify_kv_reuse': true needs memory_sharing 'shared' (with "
+            "separate memories the NPU cannot read the KV entries the PIM wrote)"
+        )
     return PlatformSpec(
         name=name,
         description=str(data.get("description", "")),
@@ -564,8 +590,27 @@ def load_system_platform(path: Path) -> PlatformSpec:
         memory_sharing_source=source,
         precision=tuple(precision.items()),
         gpu_baselines=tuple(baselines),
+        rank_split=split,
+        rank_split_source=split_source,
+        preverify_kv_reuse=reuse,
+        preverify_kv_reuse_source=reuse_source,
         path=str(path),
     )
+
+
+def _platform_choice(path: Path, data: dict, key: str, choices: tuple, default):
+    """An optional platform table ``[key]`` with ``value`` (one of ``choices``) and
+    ``source``; ``(default, "default")`` when the table is absent."""
+    if key not in data:
+        return default, "default"
+    entry = data[key]
+    if not isinstance(entry, dict):
+        raise UserError(f"{path}: field {key!r}: a table with value and source")
+    value = entry.get("value")
+    if isinstance(value, bool) != isinstance(choices[0], bool) or value not in choices:
+        listed = ", ".join(str(c).lower() for c in choices)
+        raise UserError(f"{path}: field {key!r}: value must be one of {listed}, not {value!r}")
+    return value, require_string(path, entry, "source")
 
 
 def is_system_platform(path: Path) -> bool:
@@ -736,6 +781,18 @@ class RunSettings:
         "the platform's.",
         None,
     )
+    rank_split: str | None = _help(
+        "How the PIM's ranks are divided between the draft and the target model: "
+        "'target-first' (the target on the ranks its weights and KV cache need, the draft "
+        "striped over the rest), 'footprint' (each model on just the ranks it needs), "
+        "'fixed' (the PIM file's draft_ranks); None = the platform's.",
+        None,
+    )
+    preverify_kv_reuse: bool | None = _help(
+        "Whether the NPU skips re-verifying tokens a pre-verification accepted (it reads the "
+        "target KV entries the PIM wrote); None = the platform's (on with shared memory).",
+        None,
+    )
     draft_model: str | None = _help("Override of the pair's draft model.", None)
     target_model: str | None = _help("Override of the pair's target model.", None)
     specpim_planned_draft: int = _help("Draft length SpecPIM's split is balanced for.", 4)
@@ -795,6 +852,14 @@ class RunSettings:
             raise UserError(f"seed must be a non-negative integer, not {self.seed!r}")
         if not isinstance(self.platform, str) or not self.platform:
             raise UserError(f"platform must be a platform name, not {self.platform!r}")
+        if self.rank_split is not None and self.rank_split not in RANK_SPLITS:
+            raise UserError(
+                f"rank-split must be one of {', '.join(RANK_SPLITS)}, not {self.rank_split!r}"
+            )
+        if self.preverify_kv_reuse is not None and not isinstance(self.preverify_kv_reuse, bool):
+            raise UserError(
+                f"preverify-kv-reuse must be true or false, not {self.preverify_kv_reuse!r}"
+            )
         if self.memory_sharing is not None and self.memory_sharing not in MEMORY_SHARING:
             raise UserError(
                 f"memory-sharing must be one of {', '.join(MEMORY_SHARING)}, "
@@ -941,12 +1006,24 @@ def resolve(
         for name, sourced in platform.precision
     )
     user = tuple((_role_path(path, roles), value) for path, value in settings.spec_overrides)
+    sharing = settings.memory_sharing or platform.memory_sharing
     resolved = dataclasses.replace(
         settings,
         **roles,
-        memory_sharing=settings.memory_sharing or platform.memory_sharing,
+        memory_sharing=sharing,
+        rank_split=settings.rank_split or platform.rank_split,
+        preverify_kv_reuse=(
+            platform.preverify_kv_reuse and sharing == "shared"
+            if settings.preverify_kv_reuse is None
+            else settings.preverify_kv_reuse
+        ),
         spec_overrides=user,
     )
+    if resolved.preverify_kv_reuse and resolved.memory_sharing != "shared":
+        raise UserError(
+            "preverify-kv-reuse needs memory-sharing 'shared': with separate memories the NPU "
+            "cannot read the KV entries the PIM wrote"
+        )
     return resolved, apply_overrides(base, precision + user)
 
 

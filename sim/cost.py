@@ -48,7 +48,6 @@ __all__ = [
     "NonlinearPath",
     "OffloadPassModel",
     "PassModel",
-    "SplitPassModel",
     "aau_cycles",
     "executor_for",
     "nonlinear_operators",
@@ -393,71 +392,4 @@ class OffloadPassModel(PassModel):
             seconds=base.seconds + extra,
             energy_j=base.energy_j + energy,
             link_bytes=base.link_bytes + offloaded,
-        )
-
-
-class SplitPassModel:
-    """SpecPIM-style operator-level split: every matrix operator runs partly on the GPU and
-    partly on the PIM, synchronously, with the fraction on PIM fixed offline.
-
-    ``pim_fraction`` is chosen by :meth:`balanced` so that both sides take the same time for
-    a planned pass size; a pass of another size is unbalanced and the faster side waits.
-    Nonlinear operators run on the GPU. Each layer has ``sync_points`` hand-offs of
-    ``sync_latency_s``.
-    """
-
-    SYNC_POINTS_PER_LAYER = 2  # after attention, after the FFN
-
-    def __init__(
-        self, gpu: Executor, pim: Executor, model: ModelSpec, pim_fraction, sync_latency_s
-    ) -> None:
-        self.gpu, self.pim, self.model = gpu, pim, model
-        self.pim_fraction = pim_fraction
-        self.sync_latency_s = sync_latency_s
-        self._cache: dict[tuple[int, int], Cost] = {}
-
-    @staticmethod
-    def balanced(gpu: Executor, pim: Executor, model: ModelSpec, tokens: int, context: int):
-        """PIM fraction equalising the two sides' matrix time for a pass of ``tokens``."""
-        t_gpu = PassModel(gpu, model).matrix_seconds(tokens, context)
-        t_pim = PassModel(pim, model).matrix_seconds(tokens, context)
-        return t_gpu / (t_gpu + t_pim)
-
-    def __call__(self, tokens: int, context: int) -> Cost:
-        key = (tokens, context)
-        cost = self._cache.get(key)
-        if cost is None:
-            cost = self._cache[key] = self.compute(tokens, context)
-        return cost
-
-    def compute(self, tokens: int, context: int) -> Cost:
-        """The cost of one split pass (not memoised: call the object instead)."""
-        p = self.pim_fraction
-        gpu, pim = self.gpu, self.pim
-        matrix, elements, _ = operators(self.model, tokens, context)
-        seconds = macs = memory_bytes = energy = gpu_busy = pim_busy = 0.0
-        for _, count, op_macs, op_bytes in matrix:
-            t_gpu = max(op_macs / gpu.macs_per_s, op_bytes / gpu.bytes_per_s)
-            t_pim = max(op_macs / pim.macs_per_s, op_bytes / pim.bytes_per_s)
-            seconds += count * max((1 - p) * t_gpu, p * t_pim)
-            gpu_busy += count * (1 - p) * t_gpu
-            pim_busy += count * p * t_pim
-            macs += count * op_macs
-            memory_bytes += count * op_bytes
-            energy += count * (
-                (1 - p) * (op_macs * gpu.pj_per_mac + op_bytes * gpu.pj_per_byte)
-                + p * (op_macs * pim.pj_per_mac + op_bytes * pim.pj_per_byte)
-            )
-        path = gpu.nonlinear
-        nonlinear = elements / path.elements_per_s
-        seconds += nonlinear + self.model.layers * self.SYNC_POINTS_PER_LAYER * self.sync_latency_s
-        energy += elements * path.pj_per_element
-        return Cost(
-            seconds,
-            energy * 1e-12,
-            macs,
-            memory_bytes,
-            0.0,
-            elements,
-            parts=(("gpu", gpu_busy + nonlinear), ("pim", pim_busy)),
         )

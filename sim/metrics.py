@@ -90,7 +90,12 @@ class Metrics:
             "tokens": tokens,
             "seconds": makespan,
             "tokens_per_s": tokens / makespan if makespan > 0 else 0.0,
+            # Two acceptance figures, never to be confused: of the drafts the target judged
+            # (accepted / (accepted + rejected)), and of every drafted token, squashed
+            # look-ahead included (accepted / drafted: how the paper counts it, the figure
+            # look-ahead lowers and the EDC recovers).
             "acceptance_rate": c["accepted"] / verified if verified else 0.0,
+            "accepted_per_drafted": c["accepted"] / drafted if drafted else 0.0,
             "energy_j": energy_j,
             "energy_per_token_mj": 1e3 * energy_j / tokens if tokens else 0.0,
             "drafted": drafted,
@@ -110,7 +115,8 @@ class Metrics:
             "squashed_by_rollback": c["squashed_by_rollback"],
             "preverify_useful": c["preverify_useful"],
             "preverify_wasted_late": c["preverify_wasted_late"],
-            "preverify_wasted_found_nothing": c["preverify_wasted_found_nothing"],
+            "preverify_all_accepted": c["preverify_all_accepted"],
+            "npu_reused_preverified": c["npu_reused_preverified"],
             "edc_suppressed_idle_s": self.times.get("pim_idle:edc", 0.0),
             "pim_idle_lookahead_limit_s": self.times.get("pim_idle:lookahead", 0.0),
             "pim_waiting_for_npu_s": self.times.get("pim_waiting_for_npu", 0.0),

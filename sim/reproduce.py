@@ -60,8 +60,9 @@ __all__ = [
 RUNGS = (
     (f"{LADDER[0]} / npu-only", LADDER[0], "npu-only"),
     *((f"{mode} / {before}", mode, before) for before, mode in itertools.pairwise(LADDER)),
+    (f"{LADDER[-1]} / specpim-npu", LADDER[-1], "specpim-npu"),
     (f"{LADDER[-1]} / {COMPARISON_BASE}", LADDER[-1], COMPARISON_BASE),
-    (f"{LADDER[-1]} / specpim", LADDER[-1], "specpim"),
+    (f"{LADDER[-1]} / specpim-gpu", LADDER[-1], "specpim-gpu"),
 )
 # Modes whose hardware includes a GPU (compared per GPU baseline) and the others (per
 # NPU+PIM platform).

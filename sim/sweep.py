@@ -80,7 +80,13 @@ _NOT_AXES = {"spec_overrides", "controller_params", "policy_params", "spec_dirs"
 # Settings that do not change what a run computes (labels, or folded into spec values).
 _NOT_HASHED = {"platform", "spec_overrides", "spec_dirs", "record_timeline"}
 # Settings only the asynchronous engine reads (the controller's are hashed as parameters).
-_ASYNC_ONLY = ("draft_queue_tokens", "tvc_ratio_bits", "tvc_cycle_bits", "controller_params")
+_ASYNC_ONLY = (
+    "draft_queue_tokens",
+    "tvc_ratio_bits",
+    "tvc_cycle_bits",
+    "controller_params",
+    "preverify_kv_reuse",
+)
 # Settings that label a scenario only when they differ from their default.
 _SCENARIO_SKIP = {"mode", "pair", "policy", "seed", "trace", "spec_dirs", "record_timeline"}
 
@@ -254,8 +260,10 @@ def run_identity(settings: RunSettings, library: SpecLibrary) -> dict:
     if mode.engine != "async":
         for name in _ASYNC_ONLY:
             del config[name]
-    if mode.assembly != "specpim-split":
+    if mode.assembly not in ("specpim-gpu", "specpim-npu"):
         del config["specpim_planned_draft"]
+    if "pim" not in roles:
+        del config["rank_split"]
     pair = used.pair(resolved.pair)
     draft = used.model(resolved.draft_model or pair.draft)
     target = used.model(resolved.target_model or pair.target)

@@ -18,9 +18,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from ahasd.errors import UserError
 from ahasd.params import TVCParams
 from ahasd.sim.config import DeviceSpec, ModelSpec, RunSettings, SpecLibrary, resolve
-from ahasd.sim.cost import OffloadPassModel, PassModel, SplitPassModel, executor_for
+from ahasd.sim.cost import OffloadPassModel, PassModel, executor_for
+from ahasd.sim.modes.oplevel import OperatorSplitPassModel, balanced_fractions, operator_times
+from ahasd.sim.modes.ranks import split_ranks
 from ahasd.sim.modes.table import Mode, find_mode
 
 __all__ = ["ASSEMBLY_ROLES", "Hardware", "build_hardware", "tvc_presets"]
@@ -50,6 +53,8 @@ _HARDWARE_FIELDS = (
     "mode",
     "pair",
     "prompt_tokens",
+    "tokens",
+    "rank_split",
     "npu",
     "pim",
     "cpu",
@@ -101,35 +106,51 @@ def _at_precision(model: ModelSpec, device: DeviceSpec) -> ModelSpec:
 
 def _gpu(settings: RunSettings, library: SpecLibrary, draft, target, *, offload: bool = True):
     """The GPU's executor, its models at its precision, their resident fractions, its
-    static power and a note when the weights exceed its memory.
+    static power and notes (the precision always; the offload when there is one).
 
-    Without a host link the weights are modelled as if they fit (resident 1); with one, the
-    draft is kept resident first (it runs most often) and the target gets what is left.
+    The GPU's memory holds the weights and the KV cache at the run's length. What exceeds
+    its ``capacity_bytes`` streams over its host link on every pass (the draft is kept
+    resident first, as it runs most often; the KV cache stays on the GPU). A GPU without a
+    host link, or a pass that needs the weights in GPU memory (``offload=False``: SpecPIM's
+    split), refuses a pair that does not fit, naming the shortfall. A GPU file without a
+    capacity is an upper bound (nothing is enforced).
     """
     gpu = library.device(settings.gpu, "gpu")
     power = library.power_of(gpu.name)
     gpu_ex = executor_for(gpu, power)
     draft, target = _at_precision(draft, gpu), _at_precision(target, gpu)
-    notes = []
+    notes = [f"{gpu.name}: weights at {_precision(draft.weight_bytes)}"]
     resident = {draft.name: 1.0, target.name: 1.0}
+    positions = settings.prompt_tokens + settings.tokens
+    kv = positions * (draft.kv_bytes_per_token() + target.kv_bytes_per_token())
     weights = draft.weight_bytes_total + target.weight_bytes_total
     capacity = gpu.capacity_bytes
-    if capacity and weights > capacity:
-        sizes = f"{draft.name} + {target.name} weights ({weights / 1e9:.1f} GB)"
-        if offload and gpu.host_link_bandwidth:
-            draft_share = min(1.0, capacity / draft.weight_bytes_total)
-            left = max(0.0, capacity - draft.weight_bytes_total)
-            resident = {draft.name: draft_share, target.name: left / target.weight_bytes_total}
-            notes.append(
-                f"{sizes} exceed {gpu.name}'s {capacity / 2**30:.0f} GiB: "
-                f"{(weights - capacity) / 1e9:.1f} GB stream over the host link "
-                f"({gpu.host_link_bandwidth / 1e9:.1f} GB/s) every pass"
+    if capacity and weights + kv > capacity:
+        sizes = (
+            f"{draft.name} + {target.name} at {_precision(draft.weight_bytes)} "
+            f"({weights / 1e9:.1f} GB of weights + {kv / 1e9:.1f} GB of KV cache at "
+            f"{positions} tokens)"
+        )
+        shortfall = (weights + kv - capacity) / 1e9
+        room = capacity / 2**30
+        if not (offload and gpu.host_link_bandwidth):
+            why = "SpecPIM's split needs them in its memory" if not offload else "no host link"
+            raise UserError(
+                f"{sizes} exceed {gpu.name}'s {room:.0f} GiB by {shortfall:.1f} GB ({why})"
             )
-        else:
-            notes.append(
-                f"{sizes} exceed {gpu.name}'s {capacity / 2**30:.0f} GiB; modelled as if they fit"
-            )
+        left = max(0.0, capacity - kv)
+        draft_share = min(1.0, left / draft.weight_bytes_total)
+        left = max(0.0, left - draft.weight_bytes_total)
+        resident = {draft.name: draft_share, target.name: left / target.weight_bytes_total}
+        notes.append(
+            f"{sizes} exceed {gpu.name}'s {room:.0f} GiB: {shortfall:.1f} GB stream over "
+            f"the host link ({gpu.host_link_bandwidth / 1e9:.1f} GB/s) every pass"
+        )
     return gpu_ex, (draft, target), resident, {"gpu": power.static_w}, notes
+
+
+def _precision(weight_bytes: float) -> str:
+    return {1: "INT8", 2: "FP16", 0.5: "INT4"}.get(weight_bytes, f"{weight_bytes:g} B/weight")
 
 
 def _gpu_pass(settings: RunSettings, library: SpecLibrary, gpu_ex, model, resident: float):
@@ -149,8 +170,11 @@ def _assemble_gpu(mode: Mode, settings: RunSettings, library: SpecLibrary) -> Ha
     draft, target, details = _models(settings, library)
     library.device(settings.cpu, "cpu")
     gpu_ex, (draft, target), resident, static, notes = _gpu(settings, library, draft, target)
-    if resident[target.name] < 1:
-        details.update(gpu_resident_target=resident[target.name])
+    details.update(gpu_precision=_precision(draft.weight_bytes))
+    if resident[target.name] < 1 or resident[draft.name] < 1:
+        details.update(
+            gpu_resident_target=resident[target.name], gpu_resident_draft=resident[draft.name]
+        )
     return Hardware(
         _gpu_pass(settings, library, gpu_ex, draft, resident[draft.name]),
         _gpu_pass(settings, library, gpu_ex, target, resident[target.name]),
@@ -164,28 +188,99 @@ def _assemble_gpu(mode: Mode, settings: RunSettings, library: SpecLibrary) -> Ha
     )
 
 
-def _assemble_specpim_split(mode: Mode, settings: RunSettings, library: SpecLibrary) -> Hardware:
+def _assemble_specpim_gpu(mode: Mode, settings: RunSettings, library: SpecLibrary) -> Hardware:
     draft, target, details = _models(settings, library)
     cpu = library.device(settings.cpu, "cpu")
     cpu_power = library.power_of(cpu.name)
-    # SpecPIM splits every operator with the PIM in the GPU's memory: the weights are there,
-    # at the GPU's precision (a host link does not apply: the split needs them in memory).
+    # SpecPIM splits every operator with the PIM in the GPU's memory: the weights must be
+    # there, at the GPU's precision (the split cannot stream them over a host link).
     gpu_ex, (draft, target), _, static, notes = _gpu(
         settings, library, draft, target, offload=False
     )
+    details.update(gpu_precision=_precision(draft.weight_bytes))
     aim = library.device(settings.specpim_pim, "pim")
     aim_power = library.power_of(aim.name)
     aim_ex = executor_for(aim, aim_power, host=cpu, host_power=cpu_power)
-    context = settings.prompt_tokens
-    planned = settings.specpim_planned_draft
-    p_draft = SplitPassModel.balanced(gpu_ex, aim_ex, draft, 1, context)
-    p_target = SplitPassModel.balanced(gpu_ex, aim_ex, target, planned + 1, context)
-    sync = aim.sync_latency_s or 0.0
     static["pim"] = aim_power.static_w
-    details.update(specpim_pim_fraction_draft=p_draft, specpim_pim_fraction_target=p_target)
+    return _split_hardware(
+        mode,
+        settings,
+        (gpu_ex, "gpu"),
+        (aim_ex, aim_ex),
+        (draft, target),
+        aim.sync_latency_s or 0.0,
+        static,
+        notes,
+        details,
+    )
+
+
+def _assemble_specpim_npu(mode: Mode, settings: RunSettings, library: SpecLibrary) -> Hardware:
+    draft, target, details = _models(settings, library)
+    library.device(settings.cpu, "cpu")
+    npu = library.device(settings.npu, "npu")
+    npu_power = library.power_of(npu.name)
+    npu_ex = executor_for(npu, npu_power)
+    pim = library.device(settings.pim, "pim")
+    pim_power = library.power_of(pim.name)
+    # The NPU streams its part at its precision, the PIM computes at its own (the same
+    # INT8 on the shipped platforms).
+    draft, target = _at_precision(draft, pim), _at_precision(target, pim)
+    ranks = split_ranks(
+        pim, draft, target, settings.prompt_tokens + settings.tokens, settings.rank_split
+    )
+    notes = [ranks.note] if ranks.note else []
+    on_ranks = {
+        share: executor_for(
+            pim, pim_power, share=share / pim.units, aau=False, host=npu, host_power=npu_power
+        )
+        for share in (ranks.draft, ranks.target)
+    }
+    static = {"npu": npu_power.static_w, "pim": pim_power.static_w}
+    details.update(
+        pim_draft_ranks=ranks.draft,
+        pim_target_ranks=ranks.target,
+        pim_units=pim.units,
+        rank_split=ranks.reading,
+    )
+    return _split_hardware(
+        mode,
+        settings,
+        (npu_ex, "npu"),
+        (on_ranks[ranks.draft], on_ranks[ranks.target]),
+        (draft, target),
+        npu.pim_request_latency_s or 0.0,
+        static,
+        notes,
+        details,
+    )
+
+
+def _split_hardware(
+    mode, settings, host, pims, models, sync_latency_s, static, notes, details
+) -> Hardware:
+    """Operator-level synchronous hardware (:mod:`~ahasd.sim.modes.oplevel`): each model's
+    operators split between ``host = (executor, device)`` and its PIM executor, balanced
+    for a draft step and for a verification of the planned draft length."""
+    (host_ex, host_device), context = host, settings.prompt_tokens
+    planned = settings.specpim_planned_draft
+    passes, fractions = [], {}
+    for model, pim_ex, tokens, role in zip(
+        models, pims, (1, planned + 1), ("draft", "target"), strict=True
+    ):
+        split = balanced_fractions(host_ex, pim_ex, model, tokens, context)
+        fractions[role] = split
+        passes.append(
+            OperatorSplitPassModel(host_ex, pim_ex, model, split, sync_latency_s, host_device)
+        )
+    details.update(
+        specpim_planned_draft=planned,
+        specpim_pim_fraction_draft=_mean_fraction(passes[0], 1, context),
+        specpim_pim_fraction_target=_mean_fraction(passes[1], planned + 1, context),
+    )
     return Hardware(
-        SplitPassModel(gpu_ex, aim_ex, draft, p_draft, sync),
-        SplitPassModel(gpu_ex, aim_ex, target, p_target, sync),
+        passes[0],
+        passes[1],
         None,
         mode.draft_device,
         mode.verify_device,
@@ -194,6 +289,17 @@ def _assemble_specpim_split(mode: Mode, settings: RunSettings, library: SpecLibr
         notes=notes,
         details=details,
     )
+
+
+def _mean_fraction(split: OperatorSplitPassModel, tokens: int, context: int) -> float:
+    """The PIM's share of a pass's matrix work, weighted by each operator's MACs."""
+    total = weighted = 0.0
+    for name, count, macs, _, _, _ in operator_times(
+        split.sides.host, split.sides.pim, split.model, tokens, context
+    ):
+        total += count * macs
+        weighted += count * macs * split.fractions[name]
+    return weighted / total if total else 0.0
 
 
 def _assemble_npu(mode: Mode, settings: RunSettings, library: SpecLibrary) -> Hardware:
@@ -231,29 +337,27 @@ def _assemble_pim_npu(mode: Mode, settings: RunSettings, library: SpecLibrary) -
     notes = []
     npu_target = _at_precision(target, npu)
     draft, target = _at_precision(draft, pim), _at_precision(target, pim)
-    draft_share = pim.draft_ranks / pim.units
-    rank_bytes = pim.rank_capacity_bytes or 0
-    if rank_bytes:
-        for model, ranks, role in (
-            (draft, pim.draft_ranks, "DLM"),
-            (target, pim.units - pim.draft_ranks, "TLM"),
-        ):
-            if model.weight_bytes_total > ranks * rank_bytes:
-                notes.append(
-                    f"{model.name} ({model.weight_bytes_total / 1e9:.1f} GB) exceeds the "
-                    f"{ranks} {role} ranks of {pim.name}; modelled as if it fits"
-                )
+    ranks = split_ranks(
+        pim, draft, target, settings.prompt_tokens + settings.tokens, settings.rank_split
+    )
+    if ranks.note:
+        notes.append(ranks.note)
     # Without the AAU the PIM's nonlinear operators go to the NPU's vector unit (paper 4.1),
     # or, as an option, to the host CPU.
     if settings.nonlinear_without_aau == "npu":
         host = {"host": npu, "host_power": library.power_of(npu.name)}
     else:
         host = {"host": cpu, "host_power": cpu_power}
-    pim_draft = executor_for(pim, pim_power, share=draft_share, aau=mode.aau, **host)
-    pim_target = executor_for(pim, pim_power, share=1 - draft_share, aau=mode.aau, **host)
+    pim_draft = executor_for(pim, pim_power, share=ranks.draft / pim.units, aau=mode.aau, **host)
+    pim_target = executor_for(pim, pim_power, share=ranks.target / pim.units, aau=mode.aau, **host)
     static["pim"] = pim_power.static_w
     static["cpu"] = cpu_power.static_w
-    details.update(pim_draft_ranks=pim.draft_ranks, pim_units=pim.units)
+    details.update(
+        pim_draft_ranks=ranks.draft,
+        pim_target_ranks=ranks.target,
+        pim_units=pim.units,
+        rank_split=ranks.reading,
+    )
     return Hardware(
         PassModel(pim_draft, draft),
         PassModel(npu_ex, npu_target),
@@ -274,16 +378,18 @@ def _assemble_pim_npu(mode: Mode, settings: RunSettings, library: SpecLibrary) -
 # CPU's name but use none of its numbers (SpecPIM's nonlinear operators run on the GPU).
 ASSEMBLY_ROLES = {
     "gpu": ("gpu",),
-    "specpim-split": ("gpu", "specpim_pim"),
+    "specpim-gpu": ("gpu", "specpim_pim"),
     "npu": ("npu", "pim"),
+    "specpim-npu": ("npu", "pim", "cpu"),
     "pim-npu": ("npu", "pim", "cpu"),
 }
 
 # Mode.assembly -> the function that builds it (one per entry of table.ASSEMBLIES).
 _ASSEMBLERS = {
     "gpu": _assemble_gpu,
-    "specpim-split": _assemble_specpim_split,
+    "specpim-gpu": _assemble_specpim_gpu,
     "npu": _assemble_npu,
+    "specpim-npu": _assemble_specpim_npu,
     "pim-npu": _assemble_pim_npu,
 }
 

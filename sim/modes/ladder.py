@@ -112,6 +112,7 @@ class AsyncRun(RunState):
         self.max_batch = max_batch if self.edc else 1 << 30
         self.max_tokens = self.settings.draft_queue_tokens
         self.shared_memory = getattr(self.settings, "memory_sharing", "shared") == "shared"
+        self.kv_reuse = bool(getattr(self.settings, "preverify_kv_reuse", False))
         self.guard = tvc_guard
         self.epoch = 0
         self.outstanding: deque[Batch] = deque()
@@ -445,8 +446,14 @@ class AsyncRun(RunState):
                 self.cut(batch, pos)
                 self.pim_try_start()  # drafting restarts right after the rejected token
                 return
-        m.count("preverify_wasted_found_nothing" if unsettled else "preverify_wasted_late")
-        self.try_preverify(feedbacks_at_suppress)
+        if not unsettled:
+            m.count("preverify_wasted_late")
+            self.try_preverify(feedbacks_at_suppress)
+            return
+        # Every pre-verified token accepted: the EDC's suppression of the look-ahead is
+        # lifted and drafting resumes after them (spec 4; docs/spec-decisions.md).
+        m.count("preverify_all_accepted")
+        self.pim_try_start()
 
     def cut(self, batch: Batch, pos: int) -> None:
         """A pre-verification found ``pos`` rejected: the PIM rolls back now.
@@ -507,6 +514,14 @@ class AsyncRun(RunState):
             batch.in_pass = True
             batch.correction_in_pass = batch.known_reject is not None
         kept = sum(b.length for b in batches)
+        if self.kv_reuse:  # tokens a pre-verification accepted are not verified again
+            reused = sum(
+                min(b.length, b.preverified_end - b.first_pos)
+                for b in batches
+                if b.known_reject is None and b.preverified_end > b.first_pos
+            )
+            self.metrics.count("npu_reused_preverified", reused)
+            kept -= reused
         l_kv = self.prompt + self.committed
         cost = self.hardware.verify_pass(kept + 1, l_kv)
         now = self.loop.now

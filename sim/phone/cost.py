@@ -124,7 +124,7 @@ def build_phone_hardware(settings: PhoneSettings, platform: PlatformSpec, librar
             f"{draft.name} INT4 weights ({draft.weight_bytes_total / 1e6:.0f} MB) do not fit "
             f"{npu.name}'s {sram / 2**20:.0f} MiB SRAM; "
             + (
-                "modelled as if they did (spec section 5; --draft-weights spill to stream the rest)"
+                "modelled as if they did (--draft-weights sram, spec section 5's reading)"
                 if settings.draft_weights == "sram"
                 else f"{fit:.1%} read from SRAM, the rest streamed from LPDDR5X"
             )

@@ -86,7 +86,14 @@ class PhoneSettings:
     skin_limit_c: float | None = field(default=None, metadata={"help": "Skin limit override."})
     ambient_c: float | None = field(default=None, metadata={"help": "Ambient override."})
     start_c: float | None = field(default=None, metadata={"help": "Start temp (ambient)."})
-    draft_weights: str = field(default="sram", metadata={"help": "sram (spec) or spill."})
+    draft_weights: str = field(
+        default="spill",
+        metadata={
+            "help": "spill: the part of the draft's weights that does not fit the NPU's SRAM "
+            "streams from LPDDR5X (capacity enforced); sram: every weight read from SRAM as "
+            "if it fit (spec section 5's reading)."
+        },
+    )
     arbiter: bool = field(default=True, metadata={"help": "Shorten drafts above arbiter_c."})
     policy_params: tuple = field(default=(), metadata={"help": "Policy keyword arguments."})
     spec_dirs: tuple = field(default=(), metadata={"help": "Extra spec directories."})

@@ -270,7 +270,7 @@ def test_cli_phone_json_keeps_the_simulate_keys(capsys):
     assert classic[0] == 0, classic[2]
     phone = _ahasd(capsys, "simulate", "--platform", "sd8gen3", "--duration", "5", "--json")
     assert phone[0] == 0, phone[2]
-    classic_keys = set(json.loads(classic[1])) - {"controller"}
+    classic_keys = set(json.loads(classic[1])) - {"controller", "gpu_precision"}
     summary = json.loads(phone[1])
     assert classic_keys <= set(summary)
     assert summary["mode"] == "npu-gpu-hetero"

@@ -109,19 +109,37 @@ def test_the_fp16_eager_efficiency_is_the_measured_one():
 
 
 def test_offload_streams_what_does_not_fit_over_pcie_and_nothing_when_it_fits():
-    roofline = simulate(_settings("gpu-only", gpu="rtx4090-laptop")).summary
-    offload = simulate(_settings("gpu-only", gpu="rtx4090-laptop-offload")).summary
-    assert offload["tokens_per_s"] == roofline["tokens_per_s"]  # OPT-1.3B + 6.7B fit 16 GiB
-    hardware = build_hardware(
-        _settings("gpu-only", pair="palm-8b-30b", gpu="rtx4090-laptop-offload"), LIB
-    )
-    gpu = LIB.device("rtx4090-laptop-offload")
+    upper = simulate(_settings("gpu-only", gpu="rtx4090-laptop-upper-bound")).summary
+    enforced = simulate(_settings("gpu-only", gpu="rtx4090-laptop")).summary
+    assert enforced["tokens_per_s"] == upper["tokens_per_s"]  # OPT-1.3B + 6.7B fit 16 GiB
+    settings = _settings("gpu-only", pair="palm-8b-30b", gpu="rtx4090-laptop")
+    hardware = build_hardware(settings, LIB)
+    gpu = LIB.device("rtx4090-laptop")
     draft, target = LIB.model("palm-like-8b"), LIB.model("palm-like-30b")
-    excess = draft.params + target.params - gpu.capacity_bytes  # INT8: 1 B per weight
+    # INT8: 1 B per weight; the KV cache of both models at the run's length stays on the GPU
+    positions = settings.prompt_tokens + settings.tokens
+    kv = positions * (draft.kv_bytes_per_token() + target.kv_bytes_per_token())
+    excess = draft.params + target.params + kv - gpu.capacity_bytes
     pass_s = hardware.verify_pass(1, 128).seconds
     assert pass_s >= excess / gpu.host_link_bandwidth
     assert pass_s <= excess / gpu.host_link_bandwidth * 1.2
     assert "stream over the host link" in " ".join(hardware.notes)
+
+
+def test_a_pair_that_does_not_fit_the_gpu_is_refused_with_the_shortfall_without_a_host_link():
+    # llama2-7b + 13b at INT8: 6.74e9 + 13.0e9 weights (exact counts from the model files)
+    # plus the KV cache; SpecPIM's split needs them all in the GPU's memory.
+    settings = _settings("specpim-gpu", pair="llama2-7b-13b")
+    draft, target = LIB.model("llama2-7b"), LIB.model("llama2-13b")
+    positions = settings.prompt_tokens + settings.tokens
+    need = draft.params + target.params
+    need += positions * (draft.kv_bytes_per_token() + target.kv_bytes_per_token())
+    short = (need - 16 * 2**30) / 1e9
+    with pytest.raises(UserError, match=rf"by {short:.1f} GB .SpecPIM's split needs them"):
+        build_hardware(settings, LIB)
+    # The upper bound ignores the capacity: the same pair runs.
+    assert simulate(_settings("specpim-gpu", pair="llama2-7b-13b",
+                              gpu="rtx4090-laptop-upper-bound")).summary["tokens"] > 0  # fmt: skip
 
 
 def test_every_uncertain_number_of_the_shipped_platforms_has_a_range_around_its_value():
