@@ -86,7 +86,8 @@ ABLATION_COLUMNS = [
     ("runs", "runs", "d"),
     ("tokens_per_s", "tokens/s", ".3f"),
     ("energy_per_token_mj", "mJ/token", ".1f"),
-    ("acceptance_rate", "accept", ".3f"),
+    ("acceptance_rate", "acc/verified", ".3f"),
+    ("accepted_per_drafted", "acc/drafted", ".3f"),
     ("drafted_per_token", "drafted/token", ".2f"),
     (_SPEEDUP, f"x {ABLATION_BASE}", ".3f"),
     (_ENERGY, f"energy x {ABLATION_BASE}", ".3f"),
@@ -224,6 +225,9 @@ def ablation_rows(results: list[dict], modes) -> list[dict]:
                 "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),
                 "energy_per_token_mj": _mean(r["energy_per_token_mj"] for r in runs),
                 "acceptance_rate": _mean(r["acceptance_rate"] for r in runs),
+                "accepted_per_drafted": _mean(
+                    r["accepted"] / r["drafted"] if r.get("drafted") else 0.0 for r in runs
+                ),
                 _SPEEDUP: _geomean(speedups),
                 _ENERGY: _geomean(energy),
                 "drafted_per_token": _mean(r["drafted"] / r["tokens"] for r in runs),

@@ -29,6 +29,7 @@ import inspect
 import json
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 from ahasd.cli.args import (
@@ -44,7 +45,7 @@ from ahasd.cli.progress import Progress, end_line
 from ahasd.errors import UserError
 from ahasd.output import OutputSet, check_folder
 from ahasd.params import TVCParams
-from ahasd.sim import policies, report
+from ahasd.sim import comparison, policies, report
 from ahasd.sim.config import (
     DEFAULT_PLATFORM,
     DEVICE_SETTINGS,
@@ -111,7 +112,15 @@ __all__ = [
 # The files each command writes into its --out folder, checked before it starts.
 SIMULATE_FILES = ("summary.json", "summary.csv", "queue.csv", "chrome_trace.json", "run.png")
 PHONE_FILES = ("summary.json", "summary.csv", "thermal.csv", "phone.png")
-REPORT_FILES = ("ablation.csv", "comparison.csv", "ablation.png", "comparison.png")
+REPORT_FILES = (
+    "ablation.csv",
+    "comparison.csv",
+    "ladder.csv",
+    "other-class.csv",
+    "reading.txt",
+    "ablation.png",
+    "comparison.png",
+)
 DEFAULT_RESULTS = Path("ahasd-sweep")
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)
 # The `schema` of every JSON object the commands print or write (docs/json.md): the kind of
@@ -368,8 +377,8 @@ def _add_phone_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--draft-weights",
-        help="sram: draft weights in NPU SRAM (spec); spill: what does not fit "
-        "streams from LPDDR5X (default: sram)",
+        help="spill: the draft weights that do not fit the NPU's SRAM stream from LPDDR5X; "
+        "sram: all read from SRAM as if they fit (spec section 5's reading) (default: spill)",
     )
 
 
@@ -961,10 +970,16 @@ def _report(args) -> int:
     out = args.out or path.parent
     check_folder(out, option="--out", files=REPORT_FILES)
     ablation = report.ablation_rows(rows, MODES)
-    comparison = report.comparison_rows(rows, MODES)
+    per_pair = report.comparison_rows(rows, MODES)
     outputs = OutputSet(option="--out")
     outputs.add(out / "ablation.csv", report.csv_text(ablation))
-    outputs.add(out / "comparison.csv", report.csv_text(comparison))
+    outputs.add(out / "comparison.csv", report.csv_text(per_pair))
+    ladder = comparison.ladder_rows(rows)
+    other = comparison.other_class_rows(rows)
+    reading = comparison.reading(ladder)
+    outputs.add(out / "ladder.csv", report.csv_text(ladder))
+    outputs.add(out / "other-class.csv", report.csv_text(other))
+    outputs.add(out / "reading.txt", "".join(line + "\n" for line in reading))
     outputs.add(out / "ablation.png", report.png_bytes(report.ablation_figure(rows, MODES)))
     outputs.add(out / "comparison.png", report.png_bytes(report.comparison_figure(rows, MODES)))
     written = outputs.commit()
@@ -972,17 +987,34 @@ def _report(args) -> int:
         document = {
             "schema": REPORT_SCHEMA,
             "ablation": [{"schema": ABLATION_SCHEMA, **row} for row in ablation],
-            "comparison": [{"schema": COMPARISON_SCHEMA, **row} for row in comparison],
+            "comparison": [{"schema": COMPARISON_SCHEMA, **row} for row in per_pair],
+            "ladder": [{"schema": "ahasd-ladder-row/1", **row} for row in ladder],
+            "other_class": [{"schema": "ahasd-other-class-row/1", **row} for row in other],
+            "reading": reading,
         }
         print(json.dumps(document))
         return 0
-    print("Ablation (mean over pairs, policies and seeds; ratios are geometric means)")
-    print(report.format_table(ablation, report.table_columns(ablation, report.ABLATION_COLUMNS)))
-    print()
-    print("Comparison per pair")
     print(
-        report.format_table(comparison, report.table_columns(comparison, report.COMPARISON_COLUMNS))
+        "The ladder on the same chip, per platform (mean over pairs, policies and seeds; "
+        "ratios are geometric means over matching runs)"
     )
+    for scenario in dict.fromkeys(row["scenario"] for row in ladder):
+        print(f"\n[{scenario or 'default'}]")
+        print(
+            report.format_table(
+                [row for row in ladder if row["scenario"] == scenario], comparison.LADDER_COLUMNS
+            )
+        )
+    if other:
+        print(
+            "\nAnother power class: GPU-hosted modes on a laptop RTX 4090 (80-150 W), not "
+            "the phone's NPU + PIM; memory capacity enforced"
+        )
+        print(report.format_table(other, comparison.OTHER_CLASS_COLUMNS))
+    if reading:
+        print("\nReading (generated from the numbers above)")
+        for line in reading:
+            print(textwrap.fill(line, width=100, subsequent_indent="  "))
     print()
     print(_wrote(written, out))
     return 0

@@ -16,10 +16,15 @@ PAIR = ["--pair", "opt-1.3b-6.7b", "--policy", "svip", "--tokens", "16"]
 # Keys of ahasd-run/1 that docs/json.md says a phone run does not have.
 NOT_IN_PHONE = {
     "pim_draft_ranks",
+    "pim_target_ranks",
     "pim_units",
+    "rank_split",
+    "specpim_planned_draft",
     "specpim_pim_fraction_draft",
     "specpim_pim_fraction_target",
+    "gpu_precision",
     "gpu_resident_target",
+    "gpu_resident_draft",
     "controller",
 }
 
@@ -55,6 +60,8 @@ def test_the_document_has_a_section_per_schema():
         "ahasd-report/1",
         "ahasd-ablation-row/1",
         "ahasd-comparison-row/1",
+        "ahasd-ladder-row/1",
+        "ahasd-other-class-row/1",
     }
 
 
@@ -65,8 +72,8 @@ def test_simulate_keys_over_every_mode_are_the_documented_ones(ahasd):
         assert summary["schema"] == "ahasd-run/1"
         assert next(iter(summary)) == "schema"
         seen |= set(summary)
-    # A pair that exceeds a GPU with a host link adds the resident share of its target.
-    offload = ["--gpu", "rtx4090-laptop-offload", "--pair", "palm-8b-30b", "--policy", "fixed"]
+    # A pair that exceeds a GPU with a host link adds the resident shares of its models.
+    offload = ["--gpu", "rtx4090-laptop", "--pair", "palm-8b-30b", "--policy", "fixed"]
     seen |= set(
         _printed(ahasd, "simulate", "--mode", "gpu-only", *offload, "--tokens", "16", "--json")
     )
@@ -94,9 +101,11 @@ def test_sweep_and_report_keys_are_the_documented_ones(tmp_path, ahasd):
         assert row["schema"] == "ahasd-sweep-run/2"
         seen |= set(row)
     run_keys = DOCUMENTED["ahasd-run/1"] - {
+        "specpim_planned_draft",
         "specpim_pim_fraction_draft",
         "specpim_pim_fraction_target",
         "gpu_resident_target",
+        "gpu_resident_draft",
     }
     assert seen == run_keys | (DOCUMENTED["ahasd-sweep-run/2"] - {"error"})
     written = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -108,6 +117,8 @@ def test_sweep_and_report_keys_are_the_documented_ones(tmp_path, ahasd):
     for name, schema in (
         ("ablation", "ahasd-ablation-row/1"),
         ("comparison", "ahasd-comparison-row/1"),
+        ("ladder", "ahasd-ladder-row/1"),
+        ("other_class", "ahasd-other-class-row/1"),
     ):
         assert tables[name]
         for row in tables[name]:

@@ -195,7 +195,8 @@ def test_report_writes_tables_and_figures(tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", "--results", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "Ablation" in text
+    assert "The ladder on the same chip" in text
+    assert "Another power class" in text
     assert "x pim-async" in text
     for name in ("ablation.csv", "comparison.csv", "ablation.png", "comparison.png"):
         assert (out / name).stat().st_size > 0
