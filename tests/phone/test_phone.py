@@ -318,3 +318,20 @@ def test_any_device_option_is_refused_with_a_phone_platform(capsys):
     assert code == 2
     assert "--npu does not apply with --platform" in err
     assert out == ""
+
+
+def test_the_draft_streams_what_the_npu_sram_cannot_hold_by_default():
+    # SmolLM-135M at INT4 (models/smollm-135m.toml: its weight count x 0.5 B) against the
+    # sd8gen3 NPU's 8 MiB of SRAM: the SRAM holds 8 MiB / footprint of the weights, the rest
+    # streams from LPDDR5X; --draft-weights sram keeps the reading where all of it fits.
+    library = load_library()
+    platform = find_platform("sd8gen3")
+    draft = library.model("smollm-135m")
+    footprint = draft.params * 0.5
+    sram = library.device(platform.npu).sram_bytes
+    settings = PhoneSettings(platform="sd8gen3", mode="npu-gpu-hetero")
+    assert settings.draft_weights == "spill"
+    spilled = build_phone_hardware(settings, platform, library)
+    assert spilled.details["draft_sram_fraction"] == pytest.approx(sram / footprint)
+    resident = PhoneSettings(platform="sd8gen3", mode="npu-gpu-hetero", draft_weights="sram")
+    assert build_phone_hardware(resident, platform, library).details["draft_sram_fraction"] == 1.0

@@ -391,3 +391,51 @@ def test_tvc_preverification_catches_rejections_before_the_npu():
     separate = simulate(RunSettings(mode="ahasd", memory_sharing="separate", **common)).summary
     assert separate["npu_blocked_by_pim_s"] == 0
     assert separate["preverify_useful"] > 0
+
+
+# -- a pre-verification that finds every token accepted --------------------------------------
+
+
+def _draft_start(result, pos):
+    starts = [start for dev, name, start, _, args in result.metrics.timeline
+              if (dev, name) == ("pim", "draft") and args["pos"] == pos]  # fmt: skip
+    return starts[0]
+
+
+def test_an_all_accepted_preverification_resumes_drafting():
+    # Batches of 3 at 10 ms a token, every position accepted. 0-30 ms batch 1 (0-2), NPU
+    # pass 1 from 30 ms. 30-60 ms batch 2 (3-5); the EDC suppresses; TVC orders a
+    # pre-verification of 3-5 (60-80 ms, after a 48-cycle GTSU switch: 60 ns). All three are
+    # accepted: the suppression lifts and batch 3 (6-8) starts at 80 ms (after the switch
+    # back), not when pass 1's feedback arrives (100 ms + the 20 ms it was stalled = 150 ms).
+    switch = 48 / 800e6
+    result, _ = _scripted([1] * 16, [True, False], [3])
+    summary = result.summary
+    _check_conservation(summary)
+    assert summary["preverify_passes"] == summary["preverify_all_accepted"] == 1
+    assert _draft_start(result, 6) == pytest.approx(0.080 + 2 * switch, abs=1e-9)
+    assert _draft_start(result, 3) == pytest.approx(0.030, abs=1e-9)
+
+
+def test_tokens_a_preverification_accepted_are_not_verified_again_with_kv_reuse():
+    # The same run: pass 2 takes batches 2 to 4 (3-11); 3-5 were pre-verified and accepted,
+    # so with KV reuse the NPU verifies 6 drafts, not 9 (its cost here is fixed: the count
+    # is what the option changes).
+    reuse, _ = _scripted([1] * 16, [True, False], [3], preverify_kv_reuse=True)
+    again, _ = _scripted([1] * 16, [True, False], [3], preverify_kv_reuse=False)
+    assert reuse.summary["npu_reused_preverified"] == 3
+    assert again.summary["npu_reused_preverified"] == 0
+    for result in (reuse, again):
+        _check_conservation(result.summary)
+
+
+def test_kv_reuse_needs_one_memory():
+    settings = RunSettings(mode="ahasd", pair="opt-1.3b-6.7b", policy="fixed",
+                           memory_sharing="separate", preverify_kv_reuse=True)  # fmt: skip
+    with pytest.raises(UserError, match="needs memory-sharing 'shared'"):
+        simulate(settings)
+    # Unset, it follows the memory: off with separate memories.
+    summary = simulate(
+        RunSettings(mode="ahasd", pair="opt-1.3b-6.7b", policy="fixed", tokens=64,
+                    memory_sharing="separate")).summary  # fmt: skip
+    assert summary["npu_reused_preverified"] == 0
