@@ -13,7 +13,7 @@ TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(subst $(comma),-,$(TE
 .PHONY: run test lint verilog area bench reproduce clean help regress mutate long
 
 help:
-	@echo "make run    Verilog of every block, then the paper grid on the built-in traces and its report"
+	@echo "make run    Verilog of every block, then the paper grid on every NPU+PIM platform: where AHASD pays"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
 	@echo "make area   area (sky130) and timing (ECP5 place and route, 28 nm estimate) into docs/hardware.md"
 	@echo "make reproduce  the paper's evaluation on every platform and GPU baseline, sensitivity,"
@@ -32,11 +32,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The main job: the Verilog of every block (linted), then the paper's grid (3 pairs x 4
-# adaptive drafting algorithms x 7 modes, 1024 tokens) on the built-in recorded traces, then
-# the ablation and comparison tables and figures. An interrupted sweep resumes.
+# adaptive drafting algorithms x 8 modes, 1024 tokens, each pair's acceptance preset) on every
+# NPU+PIM platform shipped, then per platform the ladder against npu-only and against
+# operator-level synchronous NPU + PIM on the same chip (specpim-npu), the GPU-hosted modes
+# apart (another power class), and a reading generated from the numbers. Resumable.
 run: $(STAMP)
 	$(BIN)/ahasd verilog
-	$(BIN)/ahasd sweep --grid paper --trace builtin --out build/sweep
+	$(BIN)/ahasd sweep --grid paper --platforms all --out build/sweep
 	$(BIN)/ahasd report --results build/sweep
 
 # The paper's grid on every NPU+PIM platform against every GPU baseline, the sensitivity of

@@ -51,6 +51,7 @@ from ahasd.sim.config import (
     DEVICE_SETTINGS,
     MEMORY_SHARING,
     NONLINEAR_WITHOUT_AAU,
+    RANK_SPLITS,
     RunSettings,
     controller_params,
     field_default,
@@ -281,6 +282,20 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
         "(default: the platform's)",
     )
     parser.add_argument(
+        "--rank-split",
+        choices=RANK_SPLITS,
+        help="how the PIM's ranks are divided between the models: target-first (the target "
+        "on the ranks its weights and KV cache need, the draft on the rest), footprint (each "
+        "on just what it needs) or fixed (the PIM file's draft_ranks) (default: the "
+        "platform's)",
+    )
+    parser.add_argument(
+        "--preverify-kv-reuse",
+        choices=("on", "off"),
+        help="whether the NPU skips re-verifying tokens a pre-verification accepted, reading "
+        "the KV entries the PIM wrote; needs shared memory (default: the platform's)",
+    )
+    parser.add_argument(
         "--spec-override",
         action="append",
         default=[],
@@ -428,7 +443,8 @@ def register(subparsers) -> None:
         "--platforms",
         nargs="+",
         action=UniqueList,
-        help=f"NPU+PIM platforms (default: {DEFAULT_PLATFORM})",
+        help=f"NPU+PIM platforms, or 'all' for every one in the spec library (default: "
+        f"{DEFAULT_PLATFORM})",
     )
     sweep.add_argument(
         "--pairs",
@@ -570,6 +586,8 @@ def _base_settings(args, **extra) -> dict:
         "fallback": args.fallback,
         **{name: getattr(args, name) for name in DEVICE_SETTINGS},
         "memory_sharing": args.memory_sharing,
+        "rank_split": args.rank_split,
+        "preverify_kv_reuse": {None: None, "on": True, "off": False}[args.preverify_kv_reuse],
         "draft_queue_tokens": args.draft_queue_tokens,
         "specpim_planned_draft": args.specpim_planned_draft,
         "tvc_ratio_bits": args.tvc_ratio_bits,
@@ -827,6 +845,8 @@ def _grid_points(args) -> list[RunSettings]:
     paper grid's), each only where the grid file does not name it."""
     base = _base_settings(args, trace=None)
     base.pop("platform", None)
+    if args.platforms == ["all"]:
+        args.platforms = sorted(load_library(tuple(args.spec_dir)).platforms)
     given = {
         "pair": args.pairs,
         "policy": args.policies,
