@@ -34,6 +34,7 @@ from ahasd.sim import report
 from ahasd.sim.config import (
     DEFAULT_PLATFORM,
     DEVICE_SETTINGS,
+    RANK_SPLITS,
     RunSettings,
     SpecLibrary,
     load_library,
@@ -125,6 +126,34 @@ def uncertain_numbers(library: SpecLibrary, platform: str) -> list[Uncertain]:
     return found
 
 
+SETTING_PREFIX = "settings."
+# Platform options varied like uncertain numbers (their readings, not a range): the rank
+# split and whether the NPU reuses the KV entries of pre-verified tokens.
+SETTING_READINGS = {"rank_split": RANK_SPLITS, "preverify_kv_reuse": (False, True)}
+
+
+def _setting_readings(resolved: RunSettings) -> list[Uncertain]:
+    """The platform options of :data:`SETTING_READINGS` as sensitivity rows: the resolved
+    value, and the other readings as the two ends (the value itself where only one other
+    exists)."""
+    found = []
+    for name, readings in SETTING_READINGS.items():
+        value = getattr(resolved, name)
+        others = [r for r in readings if r != value]
+        ends = (others[0], others[1] if len(others) > 1 else value)
+        found.append(
+            Uncertain(
+                SETTING_PREFIX + name,
+                "",
+                value,
+                ends,
+                "reading",
+                "the platform option's other readings",
+            )
+        )
+    return found
+
+
 @dataclass
 class Study:
     """The points of every phase, each with a tag, and (after running) their rows."""
@@ -190,20 +219,23 @@ def _plan(config: ReproduceConfig) -> Study:
         RunSettings(mode="npu-only", pair="x", policy="x", platform=base), library
     )
     roles_of = {getattr(resolved, role): role for role in DEVICE_SETTINGS}
-    study.numbers = uncertain_numbers(library, base)
+    study.numbers = uncertain_numbers(library, base) + _setting_readings(resolved)
     sensitivity = []
     for number in study.numbers:
         if number.span is None:
             continue
-        role = roles_of[number.device]
-        modes = [m.name for m in MODE_TABLE if role in ASSEMBLY_ROLES[m.assembly]]
+        setting = number.path.removeprefix(SETTING_PREFIX) if number.device == "" else None
+        if setting:
+            modes = list(PLATFORM_MODES)
+        else:
+            role = roles_of[number.device]
+            modes = [m.name for m in MODE_TABLE if role in ASSEMBLY_ROLES[m.assembly]]
         for end, value in zip(("low", "high"), number.span, strict=True):
             if value == number.value:
                 continue  # that end is the file's value: the evaluation's rows
+            change = {setting: value} if setting else {"spec_overrides": ((number.path, value),)}
             for mode, (pair, policy, seed) in itertools.product(modes, runs):
-                point = settings(
-                    mode, pair, policy, seed, platform=base, spec_overrides=((number.path, value),)
-                )
+                point = settings(mode, pair, policy, seed, platform=base, **change)
                 sensitivity.append((("sens", number.path, end, mode, pair, policy, seed), point))
     study.points["sensitivity"] = sensitivity
 
@@ -517,6 +549,13 @@ def regime_table(study: Study) -> dict[str, list[list[float]]]:
 # -- the report ------------------------------------------------------------------------------
 
 
+def _reading(value) -> str:
+    """A number as ``:g``, a setting's reading as it is."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return format(value, "g")
+
+
 def _x(value: float) -> str:
     return "n/a" if not math.isfinite(value) else f"x{value:.3g}"
 
@@ -570,8 +609,8 @@ def _sensitivity_reading(table: dict[str, list[dict]]) -> str:
         top = entries[:3]
         reference = top[0]["reference"]
         parts = [
-            f"{e['number']} ({_x(e['gain_low'])} at {e['range'][0]:g}, "
-            f"{_x(e['gain_high'])} at {e['range'][1]:g})"
+            f"{e['number']} ({_x(e['gain_low'])} at {_reading(e['range'][0])}, "
+            f"{_x(e['gain_high'])} at {_reading(e['range'][1])})"
             for e in top
         ]
         flat = sum(1 for e in entries if e["swing"] < math.log(1.01))
@@ -860,8 +899,8 @@ def regime_figure(study: Study, table: dict[str, list[list[float]]]):
         image = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, origin="lower")
         for i, row in enumerate(table[label]):
             for j, value in enumerate(row):
-                label = f"{value:.3g}" if math.isfinite(value) else "refused"
-                ax.text(j, i, label, ha="center", va="center", fontsize=7)
+                text = f"{value:.3g}" if math.isfinite(value) else "refused"
+                ax.text(j, i, text, ha="center", va="center", fontsize=7)
         ax.set_xticks(
             range(len(config.regime_pim_scale)), [f"x{s:g}" for s in config.regime_pim_scale]
         )

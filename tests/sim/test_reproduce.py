@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import csv
+import math
+from types import SimpleNamespace
 
 import pytest
 
 from ahasd.cli import main
 from ahasd.sim.config import RunSettings, load_library
 from ahasd.sim.modes import simulate
-from ahasd.sim.reproduce import RUNGS, uncertain_numbers
+from ahasd.sim.reproduce import RUNGS, SETTING_READINGS, regime_figure, uncertain_numbers
 
 SMALL = [
     "--platforms",
@@ -85,7 +87,8 @@ def test_the_sensitivity_varies_every_uncertain_number_at_both_ends(reproduced):
     numbers = [n for n in uncertain_numbers(load_library(), "table2") if n.span]
     with (reproduced / "sensitivity.csv").open() as handle:
         speed_rows = [row for row in csv.DictReader(handle) if row["metric"] == "speed"]
-    assert len(speed_rows) == len(numbers) * len(RUNGS)
+    # Every number, and the platform options' readings (rank split, KV reuse), per rung.
+    assert len(speed_rows) == (len(numbers) + len(SETTING_READINGS)) * len(RUNGS)
     # One number by hand: the NPU's bandwidth at the low end of its efficiency range.
     npu_eta = next(n for n in numbers if n.path == "devices.npu-mobile.eta_memory")
     override = (("devices.npu-mobile.eta_memory", npu_eta.span[1]),)
@@ -97,6 +100,19 @@ def test_the_sensitivity_varies_every_uncertain_number_at_both_ends(reproduced):
         row
         for row in speed_rows
         if row["rung"] == "pim-async / npu-only" and row["number"] == npu_eta.path
+    )
+    assert float(row["gain_high"]) == pytest.approx(expected, rel=1e-9)
+    # The rank split: table2 reads target-first; its other readings are the two ends
+    # (footprint, fixed). The fixed end by hand, from direct runs:
+    fixed = {"rank_split": "fixed", **run}
+    expected = (
+        simulate(RunSettings(mode="pim-async", **fixed)).summary["tokens_per_s"]
+        / simulate(RunSettings(mode="npu-only", **fixed)).summary["tokens_per_s"]
+    )
+    row = next(
+        row
+        for row in speed_rows
+        if row["rung"] == "pim-async / npu-only" and row["number"] == "settings.rank_split"
     )
     assert float(row["gain_high"]) == pytest.approx(expected, rel=1e-9)
 
@@ -112,3 +128,11 @@ def test_reproduce_refuses_bad_names(tmp_path, capsys):
     assert main(["reproduce", "--gpus", "npu-mobile", "--out", str(tmp_path / "r")]) == 2
     assert "is a npu, not a gpu" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_each_regime_panel_is_titled_with_the_rung_it_shows():
+    # (The title once took the last cell's number: the cell loop reused the label's name.)
+    config = SimpleNamespace(regime_pim_scale=(1.0, 2.0), regime_npu_bandwidth=(1e9,))
+    table = {"pim-async / npu-only": [[1.1, 0.9]], "ahasd / specpim-npu": [[0.8, math.nan]]}
+    fig = regime_figure(SimpleNamespace(config=config), table)
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == list(table)
