@@ -845,7 +845,7 @@ def ladder_figure(study: Study, ladder: list[dict], baselines: list[dict]):
                     color=f"C{n + 1}",
                     ls=style,
                     lw=1,
-                    label=f"{mode} {base['gpu']}",
+                    label=f"{report.mode_label(mode)}, {base['gpu']}",
                 )
         ax.set_yscale("log")
         ax.set_title(row["platform"])

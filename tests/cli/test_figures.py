@@ -132,11 +132,18 @@ def test_each_mode_has_its_table_colour(figures, name):
     seen = 0
     for ax in fig.axes:
         for container in ax.containers:
-            mode = container.get_label()
+            # A GPU-hosted mode's label says it is another power class.
+            mode = container.get_label().removesuffix(" (laptop GPU: another power class)")
             for bar in container:
                 assert to_hex(bar.get_facecolor()) == report.MODE_COLOURS[mode]
                 seen += 1
     assert seen > 0
+
+
+def test_gpu_hosted_modes_are_labelled_another_power_class(figures):
+    labels = {c.get_label() for ax in figures["comparison"].axes for c in ax.containers}
+    assert "gpu-only (laptop GPU: another power class)" in labels
+    assert not any("another power class" in label for label in labels if "ahasd" in label)
 
 
 def test_the_colour_map_follows_the_mode_table_and_is_one_to_one():
