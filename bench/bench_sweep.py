@@ -1,4 +1,4 @@
-"""Benchmark: wall time and peak memory of ``ahasd sweep --grid paper`` (84 runs, 1024 tokens).
+"""Benchmark: wall time and peak memory of ``ahasd sweep --grid paper`` (one platform, 1024 tokens).
 
 Runs the sweep in a fresh results directory as a child process (``--jobs 2``, the 2-core
 target machine), then reports the wall time and the peak resident memory of the largest

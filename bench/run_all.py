@@ -24,6 +24,7 @@ NOT_BENCHMARKS = {"run_all", "figures", "testbench", "tb_floor"}
 ORDER = [
     "aau_accuracy",
     "bench_sweep",
+    "bench_main_job",
     "bench_backends",
     "bench_floor",
     "bench_queues",

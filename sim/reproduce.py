@@ -127,9 +127,14 @@ def uncertain_numbers(library: SpecLibrary, platform: str) -> list[Uncertain]:
 
 
 SETTING_PREFIX = "settings."
-# Platform options varied like uncertain numbers (their readings, not a range): the rank
-# split and whether the NPU reuses the KV entries of pre-verified tokens.
-SETTING_READINGS = {"rank_split": RANK_SPLITS, "preverify_kv_reuse": (False, True)}
+# Run settings varied like uncertain numbers (their readings, not a range): the rank split,
+# whether the NPU reuses the KV entries of pre-verified tokens, and the draft length the
+# operator-level split is balanced for (how specpim-npu degrades when the plan is off).
+SETTING_READINGS = {
+    "rank_split": RANK_SPLITS,
+    "preverify_kv_reuse": (False, True),
+    "specpim_planned_draft": (1, 4, 8),
+}
 
 
 def _setting_readings(resolved: RunSettings) -> list[Uncertain]:
