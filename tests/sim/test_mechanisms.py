@@ -293,11 +293,13 @@ def test_the_tvc_modes_alone_check_the_widths():
 
 
 def test_the_bounds_follow_the_cost_model():
-    # OPT pair on the paper's platform: the PVCT preset is the PIM's 6-token target pass at
-    # the prompt for one pre-verified token; it is above any C_npu the run can form, so TVC
-    # never orders a pre-verification and PVCT keeps its preset.
+    # OPT pair on Table 2 with the PIM's figures read for the whole memory (the slow PIM):
+    # the PVCT preset is the PIM's 6-token target pass at the prompt for one pre-verified
+    # token; it is above any C_npu the run can form, so TVC never orders a pre-verification
+    # and PVCT keeps its preset.
     settings = RunSettings(mode="ahasd", pair="opt-1.3b-6.7b", policy="svip", tokens=1024,
-                           tvc_ratio_bits=40, tvc_cycle_bits=40)  # fmt: skip
+                           tvc_ratio_bits=40, tvc_cycle_bits=40,
+                           platform="table2-whole-memory")  # fmt: skip
     hardware = build_hardware(settings, load_library())
     presets = tvc_presets(hardware, 128)
     bounds = check_tvc_widths(settings, hardware, presets)
