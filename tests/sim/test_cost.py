@@ -23,7 +23,9 @@ def test_opt_6_7b_decode_on_npu_takes_weight_bytes_over_effective_bandwidth():
     # OPT-6.7B INT8: 32 layers x (4 h^2 + 2 h f) + vocab x h, h = 4096, f = 16384, vocab 50272
     weight_bytes = 32 * (4 * 4096**2 + 2 * 4096 * 16384) + 50272 * 4096
     assert weight_bytes == 6_648_365_056
-    expected = weight_bytes / (51.2e9 * 0.75)  # Table 2 bus, authors' NPU efficiency
+    # Table 2 bus at the NPU's memory efficiency from make validate (docs/validation.md):
+    # SCALE-Sim's 0.980 x LPDDR5 refresh availability 1 - (32 + 560) / 6240, rounded 0.887
+    expected = weight_bytes / (51.2e9 * 0.887)
     step = PassModel(_executor("npu-mobile"), LIB.model("opt-6.7b"))(1, 0)
     assert step.seconds == pytest.approx(expected, rel=1e-3)
     assert step.memory_bytes == pytest.approx(weight_bytes, rel=1e-3)
