@@ -10,7 +10,7 @@ TEST_EXTRAS ?= hf,ray
 comma := ,
 TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(subst $(comma),-,$(TEST_EXTRAS)))
 
-.PHONY: run test lint verilog area bench reproduce clean help regress mutate long
+.PHONY: run test lint verilog area bench reproduce clean help regress mutate long validate
 
 help:
 	@echo "make run    Verilog of every block, then the paper grid on every NPU+PIM platform: where AHASD pays"
@@ -19,6 +19,7 @@ help:
 	@echo "make reproduce  the paper's evaluation on every platform and GPU baseline, sensitivity,"
 	@echo "                regime map: build/reproduce/report.md (resumable)"
 	@echo "make bench  benchmarks (builds, co-simulation, cocotb edges/s, sweep runs/s, make test, ...), each beside the last run's"
+	@echo "make validate  the cost model against SCALE-Sim (NPU) and Table 2's DRAM timing (PIM): docs/validation.md"
 	@echo "make long   every long check (formal proofs and exhaustive runs; make test runs LONG_SAMPLE of them)"
 	@echo "make regress SEEDS=N [SEED0=S] [BLOCKS=...]  the random cocotb tiers on N seeds"
 	@echo "make mutate [MUTANTS=N] [MUTATE_BLOCKS=...]  mutation campaign per block (writes tests/mutation/record.json)"
@@ -111,6 +112,18 @@ mutate: $(TEST_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+
+# The cost model checked: the NPU's passes against SCALE-Sim, the PIM's rate from a command
+# schedule of Table 2's DRAM timing; tables into docs/validation.md. SCALE-Sim gets a venv of
+# its own (scalesim 3.0.0 fails on numpy 2).
+SCALESIM_VENV := build/scalesim-venv
+$(SCALESIM_VENV)/.installed:
+	test -x $(SCALESIM_VENV)/bin/python || $(PYTHON) -m venv $(SCALESIM_VENV)
+	$(SCALESIM_VENV)/bin/python -m pip install --quiet "scalesim==3.0.0" "numpy<2"
+	touch $@
+
+validate: $(STAMP) $(SCALESIM_VENV)/.installed
+	$(BIN)/python bench/validate/validate.py --scalesim $(SCALESIM_VENV)/bin/python
 
 clean:
 	rm -rf build

@@ -164,7 +164,10 @@ def executor_for(
         else:
             if host is None or host_power is None:
                 raise ValueError("a PIM without AAU needs a device for its nonlinear ops")
-            link = device.offchip_bandwidth * device.eta_memory
+            # The off-chip bus is the NPU's weight stream's bus: its efficiency is the NPU's
+            # (make validate), not the PIM's in-bank schedule's; toward the CPU, the PIM's.
+            bus_eta = host.eta_memory if host.kind == "npu" else device.eta_memory
+            link = device.offchip_bandwidth * bus_eta
             if host.kind == "npu":
                 if host.pim_request_latency_s is None:
                     raise UserError(

@@ -360,7 +360,8 @@ def _add_phone_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--platform",
-        help="NPU+PIM platform for the modes above (table2 (default), table2-per-unit, "
+        help="NPU+PIM platform for the modes above (table2 (default), table2-whole-memory, "
+        "table2-per-unit, "
         "artifact, or a file of yours under --spec-dir), or a phone SoC class (sd8gen3, m4) "
         "for the phone modes (sim/specs/platforms)",
     )
