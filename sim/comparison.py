@@ -191,9 +191,9 @@ def reading(rows: list[dict]) -> list[str]:
         if gains:
             best_gain, best = max(gains)
             words.append(
-                f"The rung that pays most is {best} ({best_gain:.2f}x the rung below);"
+                f"The rung that pays most is {best} ({best_gain:.3f}x the rung below);"
                 if best_gain > 1.005
-                else "No rung above pim-async pays more than 0.5%;"
+                else f"No rung above {LADDER[0]} pays more than 0.5%;"
             )
         first, edc = by_mode.get(LADDER[0]), by_mode.get(_EDC_RUNG)
         if first and edc:
@@ -201,15 +201,17 @@ def reading(rows: list[dict]) -> list[str]:
                 f"look-ahead drafts many tokens that are squashed (accepted / drafted "
                 f"{first['accepted_per_drafted']:.3f} in {LADDER[0]}, "
                 f"{by_mode.get('npu-only', first)['accepted_per_drafted']:.3f} in npu-only) "
-                f"and the EDC recovers it to {edc['accepted_per_drafted']:.3f} "
-                f"({edc['tokens_per_s'] / first['tokens_per_s']:.2f}x the throughput of "
-                f"{LADDER[0]})."
+                f"and the EDC recovers it to {edc['accepted_per_drafted']:.3f}, at "
+                f"{edc['tokens_per_s'] / first['tokens_per_s']:.2f}x the throughput and "
+                f"{edc['energy_per_token_mj'] / first['energy_per_token_mj']:.2f}x the energy "
+                f"per token of {LADDER[0]}."
             )
         pre = top.get("preverify_passes", 0)
         if pre < 0.5:
             words.append(
-                "TVC inserts no pre-verification here: the target on the PIM's target ranks "
-                "is slower than the NPU's remaining verification time, so C_left <= 0."
+                "TVC orders no pre-verification here: whenever the EDC suppressed, the NPU's "
+                "remaining verification time (C_left) did not cover one pre-verified token on "
+                "the PIM's target ranks."
             )
         else:
             words.append(
