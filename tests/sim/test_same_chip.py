@@ -10,7 +10,7 @@ from ahasd.errors import UserError
 from ahasd.sim.config import ModelSpec, RunSettings, load_library
 from ahasd.sim.cost import Executor, NonlinearPath
 from ahasd.sim.modes import build_hardware, simulate
-from ahasd.sim.modes.oplevel import OperatorSplitPassModel, balanced_fractions
+from ahasd.sim.modes.oplevel import OperatorSplitPassModel, balanced_fractions, round_shares
 from ahasd.sim.modes.ranks import split_ranks
 
 LIB = load_library()
@@ -119,3 +119,19 @@ def test_specpim_npu_runs_on_the_run_platform_with_the_same_rank_split():
     assert 0 < summary["specpim_pim_fraction_target"] < summary["specpim_pim_fraction_draft"] < 1
     assert set(summary["busy_s"]) == {"npu", "pim"}
     assert summary["drafted"] == summary["accepted"] + summary["rejected"] + summary["squashed"]
+
+
+def test_the_split_balances_at_the_planned_draft_length_and_not_elsewhere():
+    # Figure 3's effect: with every operator balanced for K = 4, a round of 4 draft steps
+    # and a 5-token verification keeps both devices busy (the draft steps' context grows by
+    # one token a step, so the balance is not exact); shorter rounds leave the PIM idle,
+    # longer ones the NPU.
+    settings = RunSettings(mode="specpim-npu", pair="llama2-1.3b-7b", policy="adaedl",
+                           specpim_planned_draft=4)  # fmt: skip
+    hardware = build_hardware(settings, LIB)
+    _, pim, npu = round_shares(hardware, 4, 128)
+    assert pim == pytest.approx(npu, abs=0.01)
+    _, pim, npu = round_shares(hardware, 1, 128)
+    assert pim < npu - 0.3
+    _, pim, npu = round_shares(hardware, 12, 128)
+    assert npu < pim - 0.3
