@@ -118,6 +118,9 @@ def ladder_rows(results: list[dict]) -> list[dict]:
             )
         for counter in ("preverify_passes", "preverify_all_accepted", "edc_suppressions"):
             row[counter] = _mean(r.get(counter, 0) for r in runs)
+        row["npu_busy_share"] = _mean(
+            r.get("busy_s", {}).get("npu", 0.0) / r["seconds"] for r in runs if r.get("seconds")
+        )
         rows.append(row)
     return rows
 
@@ -191,7 +194,8 @@ def reading(rows: list[dict]) -> list[str]:
         if gains:
             best_gain, best = max(gains)
             words.append(
-                f"The rung that pays most is {best} ({best_gain:.3f}x the rung below);"
+                f"Above {LADDER[0]}, the rung that pays most is {best} ({best_gain:.3f}x the "
+                "rung below);"
                 if best_gain > 1.005
                 else f"No rung above {LADDER[0]} pays more than 0.5%;"
             )
@@ -220,11 +224,14 @@ def reading(rows: list[dict]) -> list[str]:
                 "accepted (drafting resumes after those)."
             )
         if "specpim-npu" in by_mode and top[_ratio_key("specpim-npu")] < 1:
+            busy = top.get("npu_busy_share", math.nan)
             words.append(
-                "Operator-level synchronous scheduling wins on this platform: it uses both "
-                "devices for every draft step (the NPU streams part of each operator while "
-                "the PIM computes the rest), where the asynchronous design drafts on the PIM "
-                "alone while the NPU verifies."
+                "Operator-level synchronous scheduling wins on this platform: it splits every "
+                "operator of both models between the NPU and the PIM, so the PIM's ranks "
+                "take part of each verification and the NPU part of each draft step, where "
+                "the asynchronous design verifies on the NPU alone"
+                + ("" if math.isnan(busy) else f" (busy {busy:.0%} of the run)")
+                + " while the PIM drafts."
             )
         lines.append(" ".join(words))
     return lines

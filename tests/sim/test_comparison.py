@@ -28,7 +28,8 @@ def _rows():
                 {"mode": mode, "pair": "p", "policy": policy, "scenario": "platform=x",
                  "tokens": 100, "tokens_per_s": speed, "energy_per_token_mj": mj,
                  "acceptance_rate": 0.5, "accepted": accepted, "drafted": drafted,
-                 "accepted_per_drafted": accepted / drafted, "preverify_passes": pre}
+                 "accepted_per_drafted": accepted / drafted, "preverify_passes": pre,
+                 "seconds": 100 / speed, "busy_s": {"npu": 0.9 * 100 / speed}}
             )  # fmt: skip
     rows.append(
         {"mode": "gpu-only", "pair": "p", "policy": "a", "scenario": "platform=x", "tokens": 100,
@@ -62,8 +63,9 @@ def test_the_reading_says_what_the_numbers_say():
     (text,) = reading(ladder_rows(_rows()))
     assert text.startswith("x: ahasd runs at 1.65x npu-only and 0.82x specpim-npu.")
     # The EDC rung: 1.1x pim-async's throughput; acceptance per draft 0.1 -> 0.3.
-    assert "The rung that pays most is pim-async-aau-edc (1.100x" in text
+    assert "Above pim-async, the rung that pays most is pim-async-aau-edc (1.100x" in text
     assert "the EDC recovers it to 0.300, at 1.10x the throughput and 0.67x the energy" in text
     assert "TVC orders no pre-verification here" in text
     assert "Operator-level synchronous scheduling wins on this platform" in text
+    assert "verifies on the NPU alone (busy 90% of the run)" in text
     assert not math.isnan(ladder_rows(_rows())[0]["speedup_vs_npu_only"])
