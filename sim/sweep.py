@@ -39,7 +39,7 @@ from pathlib import Path
 import ahasd
 from ahasd import golden
 from ahasd.errors import UserError
-from ahasd.output import Journal, check_folder
+from ahasd.output import Journal, check_folder, open_regular
 from ahasd.sim.config import (
     CONTROLLER_BLOCKS,
     DEVICE_SETTINGS,
@@ -346,9 +346,11 @@ class ResultsDir:
         self._journal = None
 
     def __enter__(self) -> ResultsDir:
-        check_folder(self.directory, option=self.option)
+        check_folder(self.directory, option=self.option, files=(RESULTS_FILE, LOCK_FILE))
         self.directory.mkdir(parents=True, exist_ok=True)
-        lock = (self.directory / LOCK_FILE).open("a+")
+        # Not followed if a link: truncating it below would clobber whatever it points to.
+        fd = open_regular(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, option=self.option)
+        lock = os.fdopen(fd, "r+")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -393,10 +395,11 @@ def read_results(path: Path) -> tuple[list[dict], int]:
     truncates it away before appending. A line that is not JSON is a UserError.
     """
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return [], 0
     try:
-        data = path.read_bytes()
+        with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as handle:
+            data = handle.read()
     except OSError as error:
         raise UserError(f"{path}: cannot read ({error.strerror or error})") from None
     end = data.rfind(b"\n") + 1

@@ -11,6 +11,8 @@ never from the code under test.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,118 @@ def test_cosim_refuses_a_controller_parameter_the_top_cannot_hold(ahasd, tmp_pat
     ).one_line_error()  # fmt: skip
     assert "edc.stats_bits=48" in line
     assert not any(tmp_path.iterdir())  # nothing was built
+
+
+# -- 2. a results folder's links are not followed ------------------------------------------
+
+SWEEP = [
+    "sweep", "--pairs", "opt-1.3b-6.7b", "--policies", "fixed", "--modes", "gpu-only",
+    "pim-async", "--tokens", "16", "--jobs", "1",
+]  # fmt: skip
+
+
+@pytest.fixture
+def victim(tmp_path):
+    """A file nobody asked ``ahasd`` to write, and its bytes."""
+    path = tmp_path / "victim.txt"
+    path.write_bytes(b"precious\n")
+    return path
+
+
+@pytest.mark.parametrize("name", [".lock", "results.jsonl"])
+def test_sweep_refuses_a_link_in_its_results_folder(ahasd, tmp_path, victim, name):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / name).symlink_to(victim)
+    line = ahasd(*SWEEP, "--out", out).one_line_error()
+    assert str(out / name) in line
+    assert "symbolic link" in line
+    assert victim.read_bytes() == b"precious\n"
+    assert (out / name).is_symlink()
+
+
+def test_sweep_refuses_a_dangling_link_as_its_lock(ahasd, tmp_path):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / ".lock").symlink_to(tmp_path / "elsewhere")
+    line = ahasd(*SWEEP, "--out", out).one_line_error()
+    assert str(out / ".lock") in line
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_results_link_planted_after_the_check_is_not_followed(tmp_path, victim):
+    # The results file is opened without following links, not only checked beforehand.
+    from ahasd.errors import UserError
+    from ahasd.output import Journal, open_regular
+
+    link = tmp_path / "results.jsonl"
+    link.symlink_to(victim)
+    with pytest.raises(UserError, match="symbolic link"):
+        open_regular(link, os.O_WRONLY | os.O_APPEND)
+    with pytest.raises(UserError, match="symbolic link"):
+        Journal(link, valid_bytes=0)
+    assert victim.read_bytes() == b"precious\n"
+
+
+def test_report_refuses_a_link_among_its_files(ahasd, tmp_path, victim):
+    out = tmp_path / "sweep"
+    assert ahasd(*SWEEP, "--out", out).code == 0
+    (out / "ablation.csv").unlink(missing_ok=True)
+    (out / "ablation.csv").symlink_to(victim)
+    line = ahasd("report", "--results", out).one_line_error()
+    assert str(out / "ablation.csv") in line
+    assert victim.read_bytes() == b"precious\n"
+    assert (out / "ablation.csv").is_symlink()
+
+
+# -- 3. single-file outputs never replace what is not a regular file -------------------------
+
+
+def _special(tmp_path: Path, kind: str, victim: Path) -> Path:
+    path = tmp_path / f"target-{kind}"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link":
+        path.symlink_to(victim)
+    elif kind == "link-to-fifo":
+        os.mkfifo(tmp_path / "fifo")
+        path.symlink_to(tmp_path / "fifo")
+    elif kind == "device":
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 7))  # what /dev/full is
+    return path
+
+
+def _kind_of(path: Path) -> int:
+    return stat.S_IFMT(os.lstat(path).st_mode)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link", "link-to-fifo", "device"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["regmap"],
+        ["trace", "gen", "--iid", "0.5", "--length", "8"],
+    ],
+    ids=["regmap", "trace-gen"],
+)
+def test_single_file_out_refuses_a_special_target(ahasd, tmp_path, victim, kind, command):
+    target = _special(tmp_path, kind, victim)
+    before = _kind_of(target)
+    line = ahasd(*command, "--out", target).one_line_error()
+    assert line.startswith(f"ahasd: error: --out {target}: is ")
+    assert _kind_of(target) == before  # still the FIFO, link or device it was
+    assert victim.read_bytes() == b"precious\n"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_verilog_refuses_a_special_file_among_its_outputs(ahasd, tmp_path, victim, kind):
+    out = tmp_path / "verilog"
+    out.mkdir()
+    target = _special(tmp_path, kind, victim)
+    target.rename(out / "queues.v")
+    line = ahasd("verilog", "queues", "--out", out).one_line_error()
+    assert str(out / "queues.v") in line
+    assert _kind_of(out / "queues.v") != stat.S_IFREG
+    assert victim.read_bytes() == b"precious\n"
