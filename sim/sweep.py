@@ -490,6 +490,9 @@ def run_sweep(
     with ResultsDir(out) as results:
         by_request = {(r.get("key"), r.get("run_id")): r for r in results.rows}
         by_run = {r.get("run_id"): r for r in results.rows}
+        # The report keeps each request's last row: after an edit and its revert the current
+        # identity's row is an older one, so it is appended again to come last.
+        last_of = {r.get("key"): r.get("run_id") for r in results.rows}
         requests: dict[str, list[RunSettings]] = {}  # run id -> the points asking for it
         for settings, identity in zip(grid, identities, strict=True):
             requests.setdefault(identity["run_id"], []).append(settings)
@@ -502,7 +505,10 @@ def run_sweep(
                 key = (settings_key(settings), run_id)
                 if key not in by_request:
                     by_request[key] = _row(settings, identity_of[run_id], by_run[run_id])
-                    results.append(by_request[key])
+                elif last_of.get(key[0]) == run_id:
+                    continue
+                results.append(by_request[key])
+                last_of[key[0]] = run_id
 
         bar = progress(label, len(to_run)) if to_run else None
         done = []

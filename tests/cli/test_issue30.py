@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ahasd.params import TopParams
+from ahasd.sim.config import BUILTIN_SPEC_DIR
 from ahasd.sim.controller import GoldenController
 from ahasd.sim.cosim import CosimRun, model_inputs, run_model, settings_from_dict
 
@@ -219,3 +220,34 @@ def test_verilog_refuses_a_special_file_among_its_outputs(ahasd, tmp_path, victi
     assert str(out / "queues.v") in line
     assert _kind_of(out / "queues.v") != stat.S_IFREG
     assert victim.read_bytes() == b"precious\n"
+
+
+# -- 4. the report follows the current identity ----------------------------------------------
+
+
+def test_report_shows_the_current_identity_after_an_edit_and_its_revert(ahasd, tmp_path):
+    specs = tmp_path / "specs"
+    (specs / "power").mkdir(parents=True)
+    power = specs / "power" / "npu-mobile.toml"
+    original = (BUILTIN_SPEC_DIR / "power" / "npu-mobile.toml").read_text()
+    power.write_text(original)
+    out = tmp_path / "sweep"
+    sweep = [
+        "sweep", "--pairs", "opt-1.3b-6.7b", "--policies", "fixed", "--modes", "npu-only",
+        "--tokens", "16", "--jobs", "1", "--spec-dir", specs, "--out", out, "--json",
+    ]  # fmt: skip
+
+    def energy() -> float:
+        (row,) = json.loads(ahasd(*sweep).out)
+        return row["energy_per_token_mj"]
+
+    first = energy()
+    edited_text = original.replace("[static_w]\nvalue = 0.3", "[static_w]\nvalue = 0.95")
+    assert edited_text != original
+    power.write_text(edited_text)
+    edited = energy()
+    assert edited != first  # the edit mattered
+    power.write_text(original)
+    assert energy() == first  # the sweep resumes the first row
+    (reported,) = json.loads(ahasd("report", "--results", out, "--json").out)["ablation"]
+    assert reported["energy_per_token_mj"] == first
