@@ -289,15 +289,16 @@ def write_file(path, data: str | bytes, *, option: str | None = None) -> bool:
 class Journal:
     """An append-only file of one JSON record per line (a sweep's ``results.jsonl``).
 
-    Opening drops a last line without its newline (a run killed mid-write) so that appends
-    start on a line boundary; every :meth:`append` is flushed and fsynced before it returns,
-    so what a killed run finished is kept.
+    Opening keeps the first ``valid_bytes`` (what the reader found whole: a killed run's
+    half-written last line is left out) and ends them with a newline if they lack one, so
+    that appends start on a line boundary; every :meth:`append` is flushed and fsynced
+    before it returns, so what a killed run finished is kept.
 
     Parameters
     ----------
     path : the file (created with the umask's permissions if missing; a symbolic link or a
         special file is refused, :func:`open_regular`).
-    valid_bytes : the length of its complete lines (what to keep).
+    valid_bytes : the length of its whole records (what to keep).
     option : the option that named the folder, for error messages.
     """
 
@@ -307,9 +308,15 @@ class Journal:
         check_file(self.path, option=option)
         try:
             _make_folders(self.path.parent)
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
-            self.handle = os.fdopen(open_regular(self.path, flags, option=option), "ab")
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+            fd = open_regular(self.path, flags, option=option)
+            self.handle = os.fdopen(fd, "ab")
             self.handle.truncate(valid_bytes)
+            if valid_bytes and os.pread(fd, 1, valid_bytes - 1) != b"\n":
+                # A whole last record saved without its newline: end it, keep it.
+                self.handle.write(b"\n")
+                self.handle.flush()
+                os.fsync(fd)
         except OSError as error:
             raise UserError(
                 f"{_named(self.path, option)}: cannot open for appending ({_reason(error)})"

@@ -12,7 +12,8 @@
   are simulated once.
 - **Results** (:class:`ResultsDir`): ``DIR/results.jsonl``, one JSON line per run
   (schema :data:`ROW_SCHEMA`, docs/json.md), appended and fsynced as runs finish
-  (:class:`ahasd.output.Journal`); a half-written last line (a killed sweep) is dropped. A
+  (:class:`ahasd.output.Journal`); a half-written last line (a killed sweep) is dropped,
+  saying so; a whole last row without its newline is kept. A
   lock file (``DIR/.lock``, ``fcntl.flock``, holding the owner's pid and start time) makes a
   second sweep into the same directory stop with a message naming the holder.
 - **Backends** (:func:`run_sweep`): ``local`` (a process pool, or in-process for one job)
@@ -389,10 +390,12 @@ class ResultsDir:
 
 
 def read_results(path: Path) -> tuple[list[dict], int]:
-    """Complete result lines of ``path`` and the byte length they occupy.
+    """Result rows of ``path`` and the byte length they occupy.
 
-    A final line without its newline (a sweep killed mid-write) is ignored; the writer
-    truncates it away before appending. A line that is not JSON is a UserError.
+    A last line without its newline is kept if it is a whole JSON object (an editor that
+    saves without a final newline); one that is not (a sweep killed mid-write) is left out,
+    with a note on stderr, and the writer truncates it away before appending. Any other
+    line that is not JSON is a UserError.
     """
     path = Path(path)
     if not os.path.lexists(path):
@@ -407,14 +410,33 @@ def read_results(path: Path) -> tuple[list[dict], int]:
     for number, line in enumerate(data[:end].splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-            raise UserError(f"{path}: line {number} is not JSON; move the file away") from None
-        if not isinstance(row, dict):
+        row = _parse_row(line)
+        if row is None:
             raise UserError(f"{path}: line {number} is not a JSON object; move the file away")
         rows.append(row)
+    tail = data[end:]
+    if tail.strip():
+        row = _parse_row(tail)
+        if row is not None:
+            rows.append(row)
+            end = len(data)
+        else:
+            print(
+                f"ahasd: note: {path}: its last line is incomplete ({len(tail)} bytes without "
+                "a newline, not a JSON object: an interrupted run's); left out, and a sweep "
+                "into this folder drops it",
+                file=sys.stderr,
+            )
     return rows, end
+
+
+def _parse_row(line: bytes) -> dict | None:
+    """The JSON object on ``line``, or None if it is not one."""
+    try:
+        row = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    return row if isinstance(row, dict) else None
 
 
 # -- running ---------------------------------------------------------------------------------

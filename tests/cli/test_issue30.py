@@ -251,3 +251,38 @@ def test_report_shows_the_current_identity_after_an_edit_and_its_revert(ahasd, t
     assert energy() == first  # the sweep resumes the first row
     (reported,) = json.loads(ahasd("report", "--results", out, "--json").out)["ablation"]
     assert reported["energy_per_token_mj"] == first
+
+
+# -- 5. a last row without its newline is kept ------------------------------------------------
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_resume_keeps_a_last_row_saved_without_its_newline(ahasd, tmp_path):
+    out = tmp_path / "sweep"
+    assert ahasd(*SWEEP, "--out", out).code == 0
+    results = out / "results.jsonl"
+    rows = _lines(results)
+    results.write_bytes(results.read_bytes().rstrip(b"\n"))  # an editor's save
+    again = ahasd(*SWEEP, "--out", out)
+    assert again.code == 0, again.err
+    assert f"{len(rows)} runs (0 new" in again.out  # nothing was rerun
+    assert _lines(results) == rows
+    assert results.read_bytes().endswith(b"}\n")
+
+
+def test_resume_drops_a_half_written_last_line_and_says_so(ahasd, tmp_path):
+    out = tmp_path / "sweep"
+    assert ahasd(*SWEEP, "--out", out).code == 0
+    results = out / "results.jsonl"
+    rows = _lines(results)
+    text = results.read_bytes()
+    results.write_bytes(text[: len(text) - 20])  # the last row cut mid-write
+    again = ahasd(*SWEEP, "--out", out)
+    assert again.code == 0, again.err
+    assert "incomplete" in again.err
+    assert str(results) in again.err
+    assert "1 new" in again.out  # the cut run ran again
+    assert [r["run_id"] for r in _lines(results)] == [r["run_id"] for r in rows]
