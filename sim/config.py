@@ -23,8 +23,8 @@ fields the settings leave ``None`` from it and applies the platform's precision 
 settings' spec-field overrides to the library (:func:`apply_overrides`).
 
 Files load into nested frozen dataclasses; every field carries a help text in its
-``metadata``. Anything a user can get wrong (unknown name, missing or non-positive number,
-bad TOML) raises :class:`ahasd.errors.UserError` naming the file and the field.
+``metadata``. Anything a user can get wrong (unknown name or key, missing or non-positive
+number, bad TOML) raises :class:`ahasd.errors.UserError` naming the file and the field.
 
 Op convention, used everywhere in the model: **1 MAC = 1 op**. Peak rates are MAC/s
 (``matrix_macs_per_s``); vendor figures that count 2 ops per MAC are halved in the spec file.
@@ -33,6 +33,7 @@ Op convention, used everywhere in the model: **1 MAC = 1 op**. Peak rates are MA
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 import tomllib
@@ -48,6 +49,8 @@ __all__ = [
     "DEFAULT_PLATFORM",
     "DEVICE_KINDS",
     "DEVICE_SETTINGS",
+    "FIELD_KEYS",
+    "FILE_NOTES",
     "MEMORY_SHARING",
     "MODEL_CHOICES",
     "NONLINEAR_WITHOUT_AAU",
@@ -64,6 +67,7 @@ __all__ = [
     "Sourced",
     "SpecLibrary",
     "apply_overrides",
+    "check_keys",
     "controller_params",
     "field_default",
     "is_system_platform",
@@ -300,6 +304,29 @@ def read_toml(path: Path) -> dict:
         raise UserError(f"{path}: cannot read: {error.strerror}") from None
 
 
+# The keys of a number's table (``field = {value, source, confidence, ...}``); ``unit`` is a
+# note for readers.
+FIELD_KEYS = ("value", "source", "confidence", "range", "range_source", "unit")
+# Notes any spec file may carry at its top level (read by people, or as every field's
+# confidence).
+FILE_NOTES = ("description", "source", "confidence")
+
+
+def check_keys(path: Path, data: dict, known, *, where: str | None = None) -> None:
+    """UserError naming the file ``path``, the first key of ``data`` not in ``known`` and
+    the nearest known key: a misspelt optional field would otherwise be ignored and its
+    default used without a word. ``where`` names the table ``data`` is (``eta_memory``
+    for the keys of that field's table)."""
+    known = list(dict.fromkeys(known))
+    for key in data:
+        if key in known:
+            continue
+        name = f"{where}.{key}" if where else key
+        near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.0)
+        hint = f"; the nearest known key is {near[0]!r}" if near else ""
+        raise UserError(f"{path}: unknown key {name!r}{hint}")
+
+
 def require_string(path: Path, data: dict, key: str, default: str | None = None) -> str:
     """``data[key]`` (else ``default``) as a non-empty string; otherwise a UserError naming
     the file ``path`` and the field."""
@@ -321,6 +348,7 @@ def sourced_number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: 
             f"{path}: field '{key}': must be a table with value, source and confidence, "
             f"not {entry!r}"
         )
+    check_keys(path, entry, FIELD_KEYS, where=key)
     value = entry.get("value")
     kind = "an integer" if integer else "a number"
     ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
@@ -376,6 +404,7 @@ def sourced_choice(path: Path, data: dict, key: str, choices: tuple[str, ...]) -
             f"{path}: field '{key}': must be a table with value, source and confidence, "
             f"not {entry!r}"
         )
+    check_keys(path, entry, FIELD_KEYS, where=key)
     value = entry.get("value")
     if value not in choices:
         raise UserError(
@@ -412,6 +441,7 @@ def load_device(path: Path) -> DeviceSpec:
     if kind not in DEVICE_KINDS:
         raise UserError(f"{path}: field 'kind': must be one of {', '.join(DEVICE_KINDS)}")
     numeric = [f.name for f in fields(DeviceSpec) if f.name not in _DEVICE_TEXT_FIELDS]
+    check_keys(path, data, ["name", "kind", *numeric, *FILE_NOTES])
     parsed = _numbers(path, data, numeric, _DEVICE_INT_FIELDS, _ZERO_OK)
     for required in _REQUIRED_BY_KIND[kind]:
         if required not in parsed:
@@ -443,6 +473,7 @@ def load_power(path: Path) -> PowerSpec:
     data = read_toml(path)
     device = require_string(path, data, "device")
     numeric = [f.name for f in fields(PowerSpec) if f.name not in ("device", "sources")]
+    check_keys(path, data, ["device", *numeric, *FILE_NOTES])
     zero_ok = set(numeric)  # every energy figure may be 0 (not modelled)
     parsed = _numbers(path, data, numeric, set(), zero_ok)
     return PowerSpec(
@@ -457,6 +488,7 @@ def load_model(path: Path) -> ModelSpec:
     name = require_string(path, data, "name")
     numeric = [f.name for f in fields(ModelSpec) if f.name not in ("name", "description")]
     numeric = [n for n in numeric if n != "sources" and n not in MODEL_CHOICES]
+    check_keys(path, data, ["name", *numeric, *MODEL_CHOICES, *FILE_NOTES])
     parsed = _numbers(path, data, numeric, _MODEL_INT_FIELDS, set())
     for key, choices in MODEL_CHOICES.items():
         if key in data:
@@ -487,6 +519,7 @@ def load_pairs(path: Path) -> dict[str, PairSpec]:
     for name, entry in data.items():
         if not isinstance(entry, dict):
             raise UserError(f"{path}: pair '{name}': must be a table")
+        check_keys(path, entry, ("draft", "target", "preset", "source"), where=name)
         pairs[name] = PairSpec(
             name=name,
             draft=require_string(path, entry, "draft"),
@@ -549,6 +582,12 @@ def load_system_platform(path: Path) -> PlatformSpec:
     name = require_string(path, data, "name")
     if data.get("kind") != PLATFORM_KIND:
         raise UserError(f"{path}: field 'kind': must be {PLATFORM_KIND!r} for an NPU+PIM platform")
+    tables = ("memory_sharing", "rank_split", "preverify_kv_reuse")
+    known = ["name", "kind", "devices", "gpu_baselines", *tables, *_PRECISION_FIELDS]
+    check_keys(path, data, [*known, *FILE_NOTES])
+    for table in tables:
+        if isinstance(data.get(table), dict):
+            check_keys(path, data[table], ("value", "source"), where=table)
     roles = data.get("devices")
     if not isinstance(roles, dict):
         raise UserError(f"{path}: field 'devices': a table naming the device of every role")

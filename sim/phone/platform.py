@@ -14,7 +14,9 @@ from pathlib import Path
 from ahasd.errors import UserError
 from ahasd.sim.config import (
     BUILTIN_SPEC_DIR,
+    FILE_NOTES,
     Sourced,
+    check_keys,
     is_system_platform,
     read_toml,
     require_string,
@@ -98,6 +100,8 @@ def _levels(path: Path, data: dict, key: str) -> tuple[tuple[float, ...], Source
 def load_platform(path: Path) -> PlatformSpec:
     """Read and validate ``platforms/<name>.toml`` (UserError naming the file and field)."""
     data = read_toml(path)
+    levels = ("clock_levels", "memory_levels")
+    check_keys(path, data, ["name", "npu", "gpu", "pair", *_PLATFORM_NUMBERS, *levels, *FILE_NOTES])
     strings = {key: require_string(path, data, key) for key in ("name", "npu", "gpu", "pair")}
     numbers = {}
     for key in _PLATFORM_NUMBERS:

@@ -286,3 +286,73 @@ def test_resume_drops_a_half_written_last_line_and_says_so(ahasd, tmp_path):
     assert str(results) in again.err
     assert "1 new" in again.out  # the cut run ran again
     assert [r["run_id"] for r in _lines(results)] == [r["run_id"] for r in rows]
+
+
+# -- 6. unknown keys in spec files ----------------------------------------------------------
+
+
+def _spec_copy(tmp_path: Path, relative: str, old: str, new: str) -> tuple[Path, Path]:
+    """A spec folder holding the built-in ``relative`` with ``old`` replaced by ``new``."""
+    folder = tmp_path / "specs"
+    path = folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = (BUILTIN_SPEC_DIR / relative).read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return folder, path
+
+
+NPU_RUN = ["simulate", "--mode", "npu-only", "--pair", "opt-1.3b-6.7b", "--policy", "fixed"]
+
+
+@pytest.mark.parametrize(
+    ("relative", "old", "new", "nearest"),
+    [
+        ("devices/npu-mobile.toml", "[eta_memory]", "[eta_memroy]", "eta_memory"),
+        ("power/npu-mobile.toml", "[static_w]", "[static_watts]", "static_w"),
+        ("models/opt-1.3b.toml", "nominal_params =", "nominal_param =", "nominal_params"),
+        ("pairs.toml", 'source = "AHASD paper Table 1, small', 'sorce = "x', "source"),
+        ("platforms/table2.toml", "[rank_split]", "[rank_splitt]", "rank_split"),
+        ("platforms/table2.toml", "[preverify_kv_reuse]", "[preverify_kv_use]", "preverify"),
+        ("devices/npu-mobile.toml", 'confidence = "medium: sw', 'confidnce = "medium: sw', "confi"),
+    ],
+    ids=["device", "power", "model", "pair", "platform", "platform-reuse", "field-table"],
+)
+def test_an_unknown_spec_key_names_the_file_the_key_and_the_nearest(
+    ahasd, tmp_path, relative, old, new, nearest
+):
+    folder, path = _spec_copy(tmp_path, relative, old, new)
+    misspelt = new.strip("[").split("]")[0].split(" =")[0].split(" ")[0]
+    line = ahasd(*NPU_RUN, "--tokens", "16", "--spec-dir", folder).one_line_error()
+    assert str(path) in line
+    assert f"{misspelt}'" in line
+    tail = line.split(misspelt, 1)[1]
+    assert f"'{nearest}" in tail  # the nearest known key, after the unknown one
+
+
+def test_an_unknown_key_in_a_phone_platform_is_refused(ahasd, tmp_path):
+    folder, path = _spec_copy(tmp_path, "platforms/m4.toml", "[soc_base_w]", "[soc_base_watt]")
+    line = ahasd(*PHONE_M4, "--spec-dir", folder).one_line_error()
+    assert str(path) in line
+    assert "'soc_base_watt'" in line
+    assert "'soc_base_w'" in line
+
+
+PHONE_M4 = ["simulate", "--platform", "m4", "--duration", "2", "--tokens", "16"]
+
+
+def test_every_shipped_spec_file_still_loads():
+    from ahasd.sim.config import load_library
+    from ahasd.sim.phone.platform import known_platforms, load_platform
+
+    library = load_library([str(TEST_SPECS)])
+    on_disk = {p.stem for p in (BUILTIN_SPEC_DIR / "devices").glob("*.toml")}
+    on_disk |= {p.stem for p in (TEST_SPECS / "devices").glob("*.toml")}
+    assert set(library.devices) == on_disk
+    assert set(library.models) == {p.stem for p in (BUILTIN_SPEC_DIR / "models").glob("*.toml")}
+    assert library.pairs
+    platforms = {p.stem for p in (BUILTIN_SPEC_DIR / "platforms").glob("*.toml")}
+    phones = known_platforms()
+    assert set(library.platforms) | set(phones) == platforms
+    for path in phones.values():
+        load_platform(path)
