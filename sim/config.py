@@ -70,6 +70,7 @@ __all__ = [
     "check_keys",
     "controller_params",
     "field_default",
+    "integer_spec_fields",
     "is_system_platform",
     "load_library",
     "load_system_platform",
@@ -935,6 +936,14 @@ def overridable_fields(section: str) -> tuple[str, ...]:
     """The numeric fields of a spec-file kind (``devices``, ``power``, ``models``)."""
     cls = _OVERRIDE_SECTIONS[section]
     return tuple(f.name for f in fields(cls) if f.name not in _OVERRIDE_TEXT_FIELDS)
+
+
+def integer_spec_fields(section: str) -> frozenset[str]:
+    """The overridable fields of a spec-file kind that hold integers (``units``,
+    ``layers``, ...); an unknown section has none."""
+    if section not in _OVERRIDE_SECTIONS:
+        return frozenset()
+    return frozenset(overridable_fields(section)) & (_DEVICE_INT_FIELDS | _MODEL_INT_FIELDS)
 
 
 def _split_override(path: str) -> tuple[str, str, str]:

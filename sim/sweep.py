@@ -30,6 +30,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import os
 import sys
 import time
@@ -47,6 +48,7 @@ from ahasd.sim.config import (
     RunSettings,
     SpecLibrary,
     controller_params,
+    integer_spec_fields,
     load_library,
     read_toml,
     resolve,
@@ -145,12 +147,62 @@ def load_grid(path: Path) -> GridFile:
         raise UserError(f"{path}: unknown top-level key {unknown[0]!r} (description, [axes])")
     parsed = []
     for key, values in axes.items():
-        _axis_kind(key)
+        kind = _axis_kind(key)
         values = tuple(values) if isinstance(values, list) else (values,)
         if not values:
             raise UserError(f"{path}: axis {key!r} has no values")
+        if kind != "policy":  # a policy checks its own parameters (any JSON value)
+            expected = _axis_type(key, kind)
+            for value in values:
+                _check_axis_value(path, key, value, expected)
         parsed.append((key, values))
     return GridFile(str(path), str(data.get("description", "")), tuple(parsed))
+
+
+# What a grid value of each kind of field must be: (accepted types, how it reads).
+_VALUE_TYPES = {
+    "int": ((int,), "an integer"),
+    "float": ((int, float), "a number"),
+    "str": ((str,), "a string"),
+    "bool": ((bool,), "true or false"),
+}
+
+
+def _axis_type(key: str, kind: str) -> str:
+    """``int``, ``float``, ``str`` or ``bool``: what the field an axis sets holds."""
+    if kind == "spec":
+        section, _, rest = key.partition(".")
+        name = rest.rpartition(".")[2]
+        return "int" if name in integer_spec_fields(section) else "float"
+    if kind == "controller":
+        block, _, name = key.partition(".")
+        annotations = {f.name: str(f.type) for f in fields(CONTROLLER_BLOCKS[block])}
+        return annotations.get(name, "str").split("|")[0].strip()
+    annotation = {f.name: str(f.type) for f in fields(RunSettings)}[key]
+    return annotation.split("|")[0].strip()
+
+
+def _check_axis_value(path, key: str, value, expected: str) -> None:
+    """UserError naming the grid file, the axis and the value unless it is of the field's
+    type: TOML's true/false for a switch (the string "no" is not false), integers for
+    counts (neither a bool nor 2.0)."""
+    types, reads = _VALUE_TYPES.get(expected, _VALUE_TYPES["str"])
+    wrong = not isinstance(value, types) or (bool not in types and isinstance(value, bool))
+    if isinstance(value, float) and not math.isfinite(value):
+        wrong = True
+    if wrong:
+        raise UserError(
+            f"{path}: axis {key!r}: value {value!r} must be {reads}, not {_toml_kind(value)}"
+        )
+
+
+def _toml_kind(value) -> str:
+    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a float")):
+        if isinstance(value, kind):
+            return name
+    return {str: "a string", list: "an array", dict: "a table"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def expand(axes: Iterable[tuple[str, tuple]], base: dict) -> list[RunSettings]:

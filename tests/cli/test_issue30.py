@@ -356,3 +356,46 @@ def test_every_shipped_spec_file_still_loads():
     assert set(library.platforms) | set(phones) == platforms
     for path in phones.values():
         load_platform(path)
+
+
+# -- 7. grid values are type-checked ------------------------------------------------------
+
+GRID_SWEEP = ["sweep", "--pairs", "opt-1.3b-6.7b", "--policies", "fixed", "--tokens", "16"]
+
+
+@pytest.mark.parametrize(
+    ("axis", "value", "expected"),
+    [
+        ("fallback", '["no"]', "true or false"),
+        ("tokens", "[true]", "an integer"),
+        ("tokens", "[16.0]", "an integer"),
+        ("trace", "[1]", "a string"),
+        ("mode", "[3]", "a string"),
+        ("preverify_kv_reuse", '["off"]', "true or false"),
+        ('"edc.llr_bits"', "[2.5]", "an integer"),
+        ('"devices.@npu.memory_bandwidth"', '["fast"]', "a number"),
+        ('"devices.@pim.draft_ranks"', "[false]", "an integer"),
+    ],
+)
+def test_a_grid_value_of_the_wrong_type_names_file_axis_and_value(
+    ahasd, tmp_path, axis, value, expected
+):
+    grid = tmp_path / "grid.toml"
+    modes = "" if axis == "mode" else 'mode = ["npu-only"]\n'
+    grid.write_text(f"[axes]\n{modes}{axis} = {value}\n")
+    out = tmp_path / "sweep"
+    line = ahasd(*GRID_SWEEP, "--grid", grid, "--out", out).one_line_error()
+    assert str(grid) in line
+    assert f"'{axis.strip(chr(34))}'" in line
+    assert value.strip("[]") in line.replace("'", '"').replace("True", "true").replace(
+        "False", "false"
+    )
+    assert expected in line
+    assert not out.exists()
+
+
+def test_a_grid_of_true_and_false_runs_and_labels_them(ahasd, tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text('[axes]\nmode = ["npu-only"]\nfallback = [true, false]\n')
+    rows = json.loads(ahasd(*GRID_SWEEP, "--grid", grid, "--out", tmp_path / "s", "--json").out)
+    assert ["fallback=True" in r["scenario"] for r in rows] == [True, False]
