@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
 import fcntl
@@ -31,8 +32,11 @@ import hashlib
 import itertools
 import json
 import math
+import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
@@ -410,10 +414,27 @@ class ResultsDir:
             lock.seek(0)
             holder = lock.read().strip() or "another process"
             lock.close()
+            pid = _holder_pid(holder)
+            if pid is not None and not _running(pid):
+                raise UserError(
+                    f"{self.directory} is locked by processes left behind by a sweep whose pid "
+                    f"{pid} is no longer running ({holder}); end them, or write to another "
+                    "--out"
+                ) from None
             raise UserError(
                 f"{self.directory} is in use by another sweep ({holder}); wait for it to "
                 "finish (it resumes where it stops) or write to another --out"
             ) from None
+        lock.seek(0)
+        previous = lock.read().strip()
+        pid = _holder_pid(previous)
+        if pid is not None and pid != os.getpid() and not _running(pid):
+            # flock is released by the kernel when its holder dies; the file's words stay.
+            print(
+                f"ahasd: note: {self.directory / LOCK_FILE}: the last sweep ({previous}) did "
+                "not finish and is no longer running; taking its lock",
+                file=sys.stderr,
+            )
         started = datetime.datetime.now().isoformat(timespec="seconds")
         lock.seek(0)
         lock.truncate()
@@ -433,12 +454,41 @@ class ResultsDir:
         self.rows.append(row)
 
     def _unlock(self) -> None:
+        # An empty lock file says the last sweep finished; one naming a dead pid, that it
+        # was killed (the next sweep says so).
+        with contextlib.suppress(OSError):
+            self._lock.seek(0)
+            self._lock.truncate()
+            self._lock.flush()
         fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()
+
+    def lock_fd(self) -> int:
+        """The lock file's descriptor (a forked worker closes its copy, so that the lock
+        never outlives this process)."""
+        return self._lock.fileno()
 
     def __exit__(self, *exc) -> None:
         self._journal.close()
         self._unlock()
+
+
+def _holder_pid(words: str) -> int | None:
+    """The pid a lock file names (``pid 123, started ...``), or None."""
+    first = words.split(",")[0].split()
+    if len(first) == 2 and first[0] == "pid" and first[1].isdigit():
+        return int(first[1])
+    return None
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def read_results(path: Path) -> tuple[list[dict], int]:
@@ -594,7 +644,15 @@ def run_sweep(
             bar.update(len(done), f"{summary['mode']} {summary['pair']} {summary['policy']}")
 
         try:
-            _execute(to_run, finished, jobs=jobs, backend=backend, address=address)
+            with _terminate_as_interrupt():
+                _execute(
+                    to_run,
+                    finished,
+                    jobs=jobs,
+                    backend=backend,
+                    address=address,
+                    inherited=results.lock_fd(),
+                )
         finally:
             if bar is not None:
                 bar.close()
@@ -628,6 +686,41 @@ def _row(settings: RunSettings, identity: dict, summary: dict) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt while the block runs, as Ctrl-C does, so that the
+    workers are ended and the lock released on the way out (the default action would kill
+    this process alone and leave its pool's workers holding the lock)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _worker_start(parent: int, inherited: int) -> None:
+    """A pool worker's first act: close its copy of the sweep's lock (a forked child shares
+    the lock and would hold it after the parent's death) and ask the kernel to end it when
+    the parent dies, however the parent dies."""
+    with contextlib.suppress(OSError):
+        os.close(inherited)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def _execute(
     to_run: dict[str, RunSettings],
     finished: Callable[[str, dict], None],
@@ -635,6 +728,7 @@ def _execute(
     jobs: int,
     backend: str,
     address: str | None,
+    inherited: int = -1,
 ) -> None:
     if not to_run:
         return
@@ -644,10 +738,21 @@ def _execute(
         for run_id, settings in to_run.items():
             finished(run_id, _run_one(settings))
     else:
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        before = set(multiprocessing.active_children())
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(), inherited)
+        )
+        try:
             futures = {pool.submit(_run_one, s): run_id for run_id, s in to_run.items()}
             for future in concurrent.futures.as_completed(futures):
                 finished(futures[future], future.result())
+        except BaseException:
+            # Interrupted or failed: end the workers now rather than wait for their runs.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for worker in set(multiprocessing.active_children()) - before:
+                worker.terminate()
+            raise
+        pool.shutdown()
 
 
 def _execute_ray(

@@ -10,9 +10,15 @@ never from the code under test.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import signal
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -399,3 +405,69 @@ def test_a_grid_of_true_and_false_runs_and_labels_them(ahasd, tmp_path):
     grid.write_text('[axes]\nmode = ["npu-only"]\nfallback = [true, false]\n')
     rows = json.loads(ahasd(*GRID_SWEEP, "--grid", grid, "--out", tmp_path / "s", "--json").out)
     assert ["fallback=True" in r["scenario"] for r in rows] == [True, False]
+
+
+# -- 8. SIGTERM ends the workers and frees the lock ---------------------------------------
+
+LONG_SWEEP = [
+    "sweep", "--pairs", "llama2-7b-13b", "--policies", "fixed", "adaedl", "specdecpp", "svip",
+    "--modes", "ahasd", "pim-async", "--tokens", "4096", "--seeds", "0", "1", "2", "3",
+    "--jobs", "2",
+]  # fmt: skip
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_sigterm_ends_the_pool_workers_and_releases_the_lock(ahasd, tmp_path):
+    out = tmp_path / "sweep"
+    results = out / "results.jsonl"
+    command = [sys.executable, "-m", "ahasd.cli", *LONG_SWEEP, "--out", str(out)]
+    sweep = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        started = _wait_for(lambda: results.exists() and results.read_bytes().count(b"\n"), 60)
+        assert started, "the sweep finished no run in 60 s"
+        sweep.send_signal(signal.SIGTERM)
+        sweep.wait(timeout=30)
+        # Its workers die with it (the session holds the sweep and everything it started).
+        assert _wait_for(lambda: not _group_alive(sweep.pid), 10), "workers outlived the sweep"
+        with (out / ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: raises if held
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sweep.pid, signal.SIGKILL)  # only what this test started
+        sweep.wait()
+        sweep.stderr.close()
+    short = ["sweep", "--pairs", "llama2-7b-13b", "--policies", "fixed", "--modes", "ahasd"]
+    again = ahasd(*short, "--tokens", "16", "--jobs", "1", "--out", out)
+    assert again.code == 0, again.err
+
+
+def test_a_stale_lock_of_a_dead_pid_is_taken_and_said(ahasd, tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid now names no process
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / ".lock").write_text(f"pid {dead.pid}, started 2026-01-01T00:00:00\n")
+    outcome = ahasd(*SWEEP, "--out", out)
+    assert outcome.code == 0, outcome.err
+    assert f"pid {dead.pid}" in outcome.err
+    assert "no longer running" in outcome.err
+    assert (out / ".lock").read_text() == ""  # a finished sweep leaves no claim behind
