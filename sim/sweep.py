@@ -64,6 +64,7 @@ from ahasd.sim.traces import builtin_trace_paths
 
 __all__ = [
     "BACKENDS",
+    "MAX_GRID_RUNS",
     "RESULTS_FILE",
     "ROW_SCHEMA",
     "ResultsDir",
@@ -81,6 +82,10 @@ LOCK_FILE = ".lock"
 # The schema of a results row (docs/json.md): /2 identifies runs by their hashes.
 ROW_SCHEMA = "ahasd-sweep-run/2"
 BACKENDS = ("local", "ray")
+# The most runs one sweep takes (docs/reproduce.md): every run's settings and identity are
+# built and held before the first run starts, so a bigger grid is refused at once rather than
+# filling memory for minutes with no output.
+MAX_GRID_RUNS = 100_000
 
 # RunSettings fields a grid axis may not set (they say how to run, not what).
 _NOT_AXES = {"spec_overrides", "controller_params", "policy_params", "spec_dirs", "record_timeline"}
@@ -220,6 +225,13 @@ def expand(axes: Iterable[tuple[str, tuple]], base: dict) -> list[RunSettings]:
     (``edc.FIELD``, ``tvc.FIELD``, ``gtsu.FIELD``).
     """
     axes = [(key, _expand_values(key, values)) for key, values in axes]
+    count = math.prod(len(values) for _, values in axes)
+    if count > MAX_GRID_RUNS:
+        sizes = " x ".join(f"{key} {len(values)}" for key, values in axes)
+        raise UserError(
+            f"the grid has {count:,} runs ({sizes}), more than the limit of "
+            f"{MAX_GRID_RUNS:,} runs in one sweep; split it into smaller grids"
+        )
     points = []
     for combination in itertools.product(*(values for _, values in axes)):
         kwargs = dict(base)

@@ -471,3 +471,29 @@ def test_a_stale_lock_of_a_dead_pid_is_taken_and_said(ahasd, tmp_path):
     assert f"pid {dead.pid}" in outcome.err
     assert "no longer running" in outcome.err
     assert (out / ".lock").read_text() == ""  # a finished sweep leaves no claim behind
+
+
+# -- 9. a grid over the run limit is refused before any work ---------------------------------
+
+
+def test_a_billion_run_grid_is_refused_at_once_naming_count_and_limit(ahasd, tmp_path):
+    grid = tmp_path / "grid.toml"
+    values = ", ".join(str(n) for n in range(1, 1001))
+    axes = f"seed = [{values}]\ntokens = [{values}]\nprompt_tokens = [{values}]\n"
+    grid.write_text(f"[axes]\nmode = ['npu-only']\n{axes}")
+    out = tmp_path / "sweep"
+    started = time.monotonic()
+    line = ahasd(*GRID_SWEEP[:-2], "--grid", grid, "--out", out).one_line_error()
+    assert time.monotonic() - started < 10
+    assert "1,000,000,000 runs" in line  # 1000 x 1000 x 1000, one pair, policy and mode
+    assert "100,000" in line  # the limit the issue asks for
+    assert not out.exists()
+
+
+def test_a_grid_one_run_over_the_limit_is_refused(ahasd, tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        f"[axes]\nmode = ['npu-only']\nseed = [{', '.join(map(str, range(100_001)))}]\n"
+    )
+    line = ahasd(*GRID_SWEEP, "--grid", grid, "--out", tmp_path / "sweep").one_line_error()
+    assert "100,001 runs" in line
