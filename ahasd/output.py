@@ -37,7 +37,15 @@ from pathlib import Path
 
 from ahasd.errors import UserError
 
-__all__ = ["Journal", "OutputSet", "check_file", "check_folder", "open_regular", "write_file"]
+__all__ = [
+    "Journal",
+    "OutputSet",
+    "check_file",
+    "check_folder",
+    "file_kind",
+    "open_regular",
+    "write_file",
+]
 
 
 def _umask() -> int:
@@ -89,7 +97,8 @@ def _check_place(folder: Path, named: Path, option: str | None) -> None:
     _probe_writable(existing, named, option)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words (``a FIFO``, ``a symbolic link``)."""
     for test, name in (
         (stat.S_ISLNK, "a symbolic link"),
         (stat.S_ISCHR, "a character device"),
@@ -113,7 +122,7 @@ def _refuse_special(path: Path, option: str | None) -> None:
         raise UserError(f"{_named(path, option)}: cannot inspect ({_reason(error)})") from None
     if not stat.S_ISREG(mode):
         raise UserError(
-            f"{_named(path, option)}: is {_kind(mode)}, not a regular file; refusing to write "
+            f"{_named(path, option)}: is {file_kind(mode)}, not a regular file; refusing to write "
             "to it or replace it"
         )
 
@@ -136,7 +145,7 @@ def open_regular(path, flags: int, *, option: str | None = None, mode: int = 0o6
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise UserError(
-            f"{_named(path, option)}: is {_kind(info.st_mode)}, not a regular file; refusing "
+            f"{_named(path, option)}: is {file_kind(info.st_mode)}, not a regular file; refusing "
             "to write to it or replace it"
         )
     os.set_blocking(fd, True)

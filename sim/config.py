@@ -36,11 +36,15 @@ import dataclasses
 import difflib
 import functools
 import math
+import os
+import stat
+import sys
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ahasd.errors import UserError
+from ahasd.output import file_kind
 from ahasd.params import EDCParams, GTSUParams, TVCParams
 
 __all__ = [
@@ -56,6 +60,8 @@ __all__ = [
     "NONLINEAR_WITHOUT_AAU",
     "PLATFORM_KIND",
     "RANK_SPLITS",
+    "SPEC_FILE_MAX_BYTES",
+    "SPEC_FOLDERS",
     "SPEC_VALUE_MAX",
     "SPEC_VALUE_MIN",
     "DeviceSpec",
@@ -80,6 +86,7 @@ __all__ = [
     "resolve",
     "sourced_choice",
     "sourced_number",
+    "spec_paths",
 ]
 
 BUILTIN_SPEC_DIR = Path(__file__).parent / "specs"
@@ -98,6 +105,9 @@ MEMORY_SHARING = ("shared", "separate")
 RANK_SPLITS = ("target-first", "footprint", "fixed")
 # Every spec number in SI units lies far inside this range (the shipped ones span 2e-6 to
 # 1.3e14); outside it, the cost model's products and quotients leave float range.
+# The largest spec or grid file read (the shipped ones are under 10 kB): a bigger one is
+# refused rather than read whole.
+SPEC_FILE_MAX_BYTES = 1 << 20
 SPEC_VALUE_MIN = 1e-12
 SPEC_VALUE_MAX = 1e18
 
@@ -289,10 +299,28 @@ _MODEL_INT_FIELDS = {
 
 
 def read_toml(path: Path) -> dict:
-    """The parsed TOML file ``path``; unreadable or invalid TOML is a UserError naming it."""
+    """The parsed TOML file ``path``; unreadable or invalid TOML is a UserError naming it,
+    and so is anything but a regular file of at most :data:`SPEC_FILE_MAX_BYTES` (a FIFO
+    would hang the read, a link to ``/dev/zero`` fill memory; a dangling link is named)."""
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise UserError(f"{path}: a symbolic link to nothing (dangling)") from None
+        raise UserError(f"{path}: cannot read: No such file or directory") from None
+    except OSError as error:
+        raise UserError(f"{path}: cannot read: {error.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{path}: is {file_kind(info.st_mode)}, not a regular file")
     try:
         with path.open("rb") as handle:
-            return tomllib.load(handle)
+            data = handle.read(SPEC_FILE_MAX_BYTES + 1)
+        if len(data) > SPEC_FILE_MAX_BYTES:
+            raise UserError(
+                f"{path}: more than {SPEC_FILE_MAX_BYTES:,} bytes, the limit of a spec or grid file"
+            )
+        return tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{path}: not valid TOML: {error}") from None
     except UnicodeDecodeError as error:
@@ -301,6 +329,11 @@ def read_toml(path: Path) -> dict:
         ) from None
     except RecursionError:
         raise UserError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
+    except ValueError:  # past TOMLDecodeError and UnicodeDecodeError: Python's digit limit
+        raise UserError(
+            f"{path}: not valid TOML: an integer of more digits than Python reads "
+            f"({sys.get_int_max_str_digits()})"
+        ) from None
     except OSError as error:
         raise UserError(f"{path}: cannot read: {error.strerror}") from None
 
@@ -713,18 +746,18 @@ def _load(directories: tuple[Path, ...], signature: tuple) -> SpecLibrary:
     for directory in directories:
         if not directory.is_dir():
             raise UserError(f"spec directory {directory} does not exist")
-        for path in sorted((directory / "devices").glob("*.toml")):
+        for path in spec_paths(directory, "devices"):
             spec = load_device(path)
             devices[spec.name] = spec
-        for path in sorted((directory / "power").glob("*.toml")):
+        for path in spec_paths(directory, "power"):
             spec = load_power(path)
             power[spec.device] = spec
-        for path in sorted((directory / "models").glob("*.toml")):
+        for path in spec_paths(directory, "models"):
             spec = load_model(path)
             models[spec.name] = spec
-        if (directory / "pairs.toml").is_file():
+        if os.path.lexists(directory / "pairs.toml"):
             pairs.update(load_pairs(directory / "pairs.toml"))
-        for path in sorted((directory / "platforms").glob("*.toml")):
+        for path in spec_paths(directory, "platforms"):
             if is_system_platform(path):
                 spec = load_system_platform(path)
                 platforms[spec.name] = spec
@@ -753,12 +786,29 @@ def load_library(extra_dirs=()) -> SpecLibrary:
     return _load(directories, _files_signature(directories))
 
 
+# The folders of a spec directory, each of ``*.toml`` files (``pairs.toml`` at the top).
+SPEC_FOLDERS = ("devices", "power", "models", "platforms")
+
+
+def spec_paths(directory: Path, folder: str) -> list[Path]:
+    """The spec files of ``directory/folder``, sorted: ``*.toml`` names not starting with
+    a dot (an editor's lock or backup file such as ``.#npu.toml``, often a dangling link,
+    is not a spec). Only that folder is listed, never a whole tree (``--spec-dir /``)."""
+    return sorted(p for p in (directory / folder).glob("*.toml") if not p.name.startswith("."))
+
+
 def _files_signature(directories: tuple[Path, ...]) -> tuple:
     signature = []
     for directory in directories:
-        for path in sorted(directory.glob("**/*.toml")):
-            stat = path.stat()
-            signature.append((str(path), stat.st_mtime_ns, stat.st_size))
+        paths = [p for folder in SPEC_FOLDERS for p in spec_paths(directory, folder)]
+        for path in [*paths, directory / "pairs.toml"]:
+            try:
+                info = os.stat(path)
+            except OSError:
+                # Missing or dangling: the loader says which (pairs.toml is optional).
+                signature.append((str(path), None, None))
+                continue
+            signature.append((str(path), info.st_mtime_ns, info.st_size))
     return tuple(signature)
 
 

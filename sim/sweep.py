@@ -548,7 +548,7 @@ def _parse_row(line: bytes) -> dict | None:
     """The JSON object on ``line``, or None if it is not one."""
     try:
         row = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # bad JSON, bad UTF-8, an integer too long to read
         return None
     return row if isinstance(row, dict) else None
 

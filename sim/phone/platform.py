@@ -21,6 +21,7 @@ from ahasd.sim.config import (
     read_toml,
     require_string,
     sourced_number,
+    spec_paths,
 )
 
 __all__ = ["PlatformSpec", "find_platform", "known_platforms", "load_platform"]
@@ -136,7 +137,7 @@ def known_platforms(spec_dirs=()) -> dict[str, Path]:
     are left out."""
     found = {}
     for directory in (BUILTIN_SPEC_DIR, *(Path(d) for d in spec_dirs)):
-        for path in sorted((directory / "platforms").glob("*.toml")):
+        for path in spec_paths(directory, "platforms"):
             if not is_system_platform(path):
                 found[path.stem] = path
     return found

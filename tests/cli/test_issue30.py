@@ -497,3 +497,97 @@ def test_a_grid_one_run_over_the_limit_is_refused(ahasd, tmp_path):
     )
     line = ahasd(*GRID_SWEEP, "--grid", grid, "--out", tmp_path / "sweep").one_line_error()
     assert "100,001 runs" in line
+
+
+# -- beyond the nine: huge integers, special spec files, a folder as the lock --------------
+
+HUGE = "9" * 5000  # past Python's 4300-digit limit of int(str)
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--policy-param", f"max_len={HUGE}"],
+        ["--spec-override", f"devices.@npu.clock_hz={HUGE}"],
+        ["--controller-param", f"edc.llr_bits={HUGE}"],
+    ],
+    ids=["policy-param", "spec-override", "controller-param"],
+)
+def test_a_huge_integer_option_is_one_line(ahasd, option):
+    line = ahasd(*NPU_RUN, "--tokens", "16", *option).one_line_error()
+    assert option[1].split("=")[0] in line
+
+
+def test_a_huge_integer_in_a_spec_file_is_one_line(ahasd, tmp_path):
+    folder, path = _spec_copy(
+        tmp_path, "models/opt-1.3b.toml", "nominal_params = { value = 1.3e9", "nominal_params = "
+        f"{{ value = {HUGE}"
+    )  # fmt: skip
+    line = ahasd(*NPU_RUN, "--tokens", "16", "--spec-dir", folder).one_line_error()
+    assert str(path) in line
+
+
+def test_a_huge_integer_in_a_grid_file_is_one_line(ahasd, tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f"[axes]\nseed = [{HUGE}]\n")
+    line = ahasd(*GRID_SWEEP, "--grid", grid, "--out", tmp_path / "s").one_line_error()
+    assert str(grid) in line
+
+
+def test_a_huge_integer_in_a_trace_is_one_line(ahasd, tmp_path):
+    from ahasd.sim.traces import builtin_trace_paths
+
+    lines = builtin_trace_paths()[0].read_text().splitlines()
+    lines[1] = lines[1].replace(",1,", f",{HUGE},", 1)
+    assert HUGE in lines[1]
+    trace = tmp_path / "huge.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    line = ahasd(*NPU_RUN, "--tokens", "16", "--trace", trace).one_line_error()
+    assert str(trace) in line
+
+
+def test_a_huge_integer_in_results_is_one_line(ahasd, tmp_path):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "results.jsonl").write_text(f'{{"run_id": {HUGE}}}\n')
+    line = ahasd("report", "--results", out).one_line_error()
+    assert "results.jsonl" in line
+
+
+def _spec_dir_with(tmp_path: Path, name: str, make) -> Path:
+    folder = tmp_path / "specs"
+    (folder / "devices").mkdir(parents=True)
+    make(folder / "devices" / name)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "said"),
+    [
+        ("fifo.toml", os.mkfifo, "FIFO"),
+        ("zero.toml", lambda p: p.symlink_to("/dev/zero"), "character device"),
+        ("gone.toml", lambda p: p.symlink_to(p.parent / "nowhere"), "dangling"),
+        ("big.toml", lambda p: p.write_text("# padding\n" * 110_000), "1,048,576"),
+    ],
+    ids=["fifo", "link-to-dev-zero", "dangling-link", "over-1-MiB"],
+)
+def test_spec_dir_refuses_special_and_huge_files_naming_them(ahasd, tmp_path, name, make, said):
+    folder = _spec_dir_with(tmp_path, name, make)
+    line = ahasd(*NPU_RUN, "--tokens", "16", "--spec-dir", folder).one_line_error()
+    assert str(folder / "devices" / name) in line
+    assert said in line
+
+
+def test_spec_dir_skips_an_editors_hidden_lock_link(ahasd, tmp_path):
+    folder = _spec_dir_with(
+        tmp_path, ".#npu-mobile.toml", lambda p: p.symlink_to("user@host.1234:1700000000")
+    )
+    assert ahasd(*NPU_RUN, "--tokens", "16", "--spec-dir", folder).code == 0
+
+
+def test_a_folder_as_the_lock_is_one_line(ahasd, tmp_path):
+    out = tmp_path / "sweep"
+    (out / ".lock").mkdir(parents=True)
+    line = ahasd(*SWEEP, "--out", out).one_line_error()
+    assert str(out / ".lock") in line
+    assert "folder" in line
