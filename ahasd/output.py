@@ -116,8 +116,8 @@ def _refuse_special(path: Path, option: str | None) -> None:
     """UserError unless ``path`` is absent or a regular file (a link is not followed)."""
     try:
         mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, NotADirectoryError):
+        return  # absent (a file above it is the folder check's to report)
     except OSError as error:
         raise UserError(f"{_named(path, option)}: cannot inspect ({_reason(error)})") from None
     if not stat.S_ISREG(mode):
