@@ -16,6 +16,12 @@
   folders ``0o777`` less the umask.
 - :func:`write_file` is an output set of one file; :class:`Journal` is the append-only,
   line-per-record file of a resumable sweep (each line flushed and fsynced).
+- Only regular files are written or replaced: a target that is a symbolic link (dangling or
+  not), a device, a FIFO or a socket is refused, naming it, before any work
+  (:func:`check_file`, :func:`check_folder`) and again when written; the files a sweep keeps
+  open (its results and its lock) are opened with ``O_NOFOLLOW`` (:func:`open_regular`), so
+  a link planted meanwhile is refused too. Renaming over a device node as root would destroy
+  it, and writing through a link writes where nobody asked.
 
 Nothing here knows which command runs: the messages name the path and, where given, the
 option that named it (``--out``).
@@ -25,12 +31,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from ahasd.errors import UserError
 
-__all__ = ["Journal", "OutputSet", "check_file", "check_folder", "write_file"]
+__all__ = [
+    "Journal",
+    "OutputSet",
+    "check_file",
+    "check_folder",
+    "file_kind",
+    "open_regular",
+    "write_file",
+]
 
 
 def _umask() -> int:
@@ -82,6 +97,61 @@ def _check_place(folder: Path, named: Path, option: str | None) -> None:
     _probe_writable(existing, named, option)
 
 
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words (``a FIFO``, ``a symbolic link``)."""
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refuse_special(path: Path, option: str | None) -> None:
+    """UserError unless ``path`` is absent or a regular file (a link is not followed)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return  # absent (a file above it is the folder check's to report)
+    except OSError as error:
+        raise UserError(f"{_named(path, option)}: cannot inspect ({_reason(error)})") from None
+    if not stat.S_ISREG(mode):
+        raise UserError(
+            f"{_named(path, option)}: is {file_kind(mode)}, not a regular file; refusing to write "
+            "to it or replace it"
+        )
+
+
+def open_regular(path, flags: int, *, option: str | None = None, mode: int = 0o666) -> int:
+    """``os.open(path, flags | O_NOFOLLOW)`` on a regular file (created if ``O_CREAT`` is in
+    ``flags``); a file descriptor. A symbolic link, a folder or a special file is a
+    UserError naming ``path``: nothing is read or written through it.
+    """
+    path = Path(path)
+    _refuse_special(path, option)
+    try:
+        # O_NONBLOCK: a FIFO swapped in after the check must not hang the open.
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as error:
+        if os.path.islink(path):
+            _refuse_special(path, option)
+        raise UserError(f"{_named(path, option)}: cannot open ({_reason(error)})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise UserError(
+            f"{_named(path, option)}: is {file_kind(info.st_mode)}, not a regular file; refusing "
+            "to write to it or replace it"
+        )
+    os.set_blocking(fd, True)
+    return fd
+
+
 def check_folder(path, *, option: str | None = None, files=()) -> Path:
     """Refuse ``path`` as an output folder unless it is (or can become) a writable folder
     in which none of the names ``files`` is taken by a folder.
@@ -93,17 +163,20 @@ def check_folder(path, *, option: str | None = None, files=()) -> Path:
     for name in files:
         if (path / name).is_dir():
             raise UserError(f"{_named(path / name, option)}: is a folder, not a file")
+        _refuse_special(path / name, option)
     _check_place(path, path, option)
     return path
 
 
 def check_file(path, *, option: str | None = None) -> Path:
-    """Refuse ``path`` as an output file if it is a folder or its folder cannot be written."""
+    """Refuse ``path`` as an output file if it is a folder, a symbolic link or a special
+    file (device, FIFO, socket), or if its folder cannot be written."""
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{_named(path, option)}: is a folder, not a file")
     if path.name in ("", ".", ".."):
         raise UserError(f"{_named(path, option)}: names no file")
+    _refuse_special(path, option)
     _check_place(path.parent, path, option)
     return path
 
@@ -225,14 +298,16 @@ def write_file(path, data: str | bytes, *, option: str | None = None) -> bool:
 class Journal:
     """An append-only file of one JSON record per line (a sweep's ``results.jsonl``).
 
-    Opening drops a last line without its newline (a run killed mid-write) so that appends
-    start on a line boundary; every :meth:`append` is flushed and fsynced before it returns,
-    so what a killed run finished is kept.
+    Opening keeps the first ``valid_bytes`` (what the reader found whole: a killed run's
+    half-written last line is left out) and ends them with a newline if they lack one, so
+    that appends start on a line boundary; every :meth:`append` is flushed and fsynced
+    before it returns, so what a killed run finished is kept.
 
     Parameters
     ----------
-    path : the file (created with the umask's permissions if missing).
-    valid_bytes : the length of its complete lines (what to keep).
+    path : the file (created with the umask's permissions if missing; a symbolic link or a
+        special file is refused, :func:`open_regular`).
+    valid_bytes : the length of its whole records (what to keep).
     option : the option that named the folder, for error messages.
     """
 
@@ -242,8 +317,15 @@ class Journal:
         check_file(self.path, option=option)
         try:
             _make_folders(self.path.parent)
-            self.handle = self.path.open("ab")
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+            fd = open_regular(self.path, flags, option=option)
+            self.handle = os.fdopen(fd, "ab")
             self.handle.truncate(valid_bytes)
+            if valid_bytes and os.pread(fd, 1, valid_bytes - 1) != b"\n":
+                # A whole last record saved without its newline: end it, keep it.
+                self.handle.write(b"\n")
+                self.handle.flush()
+                os.fsync(fd)
         except OSError as error:
             raise UserError(
                 f"{_named(self.path, option)}: cannot open for appending ({_reason(error)})"

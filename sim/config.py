@@ -23,8 +23,8 @@ fields the settings leave ``None`` from it and applies the platform's precision 
 settings' spec-field overrides to the library (:func:`apply_overrides`).
 
 Files load into nested frozen dataclasses; every field carries a help text in its
-``metadata``. Anything a user can get wrong (unknown name, missing or non-positive number,
-bad TOML) raises :class:`ahasd.errors.UserError` naming the file and the field.
+``metadata``. Anything a user can get wrong (unknown name or key, missing or non-positive
+number, bad TOML) raises :class:`ahasd.errors.UserError` naming the file and the field.
 
 Op convention, used everywhere in the model: **1 MAC = 1 op**. Peak rates are MAC/s
 (``matrix_macs_per_s``); vendor figures that count 2 ops per MAC are halved in the spec file.
@@ -33,13 +33,18 @@ Op convention, used everywhere in the model: **1 MAC = 1 op**. Peak rates are MA
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
+import os
+import stat
+import sys
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ahasd.errors import UserError
+from ahasd.output import file_kind
 from ahasd.params import EDCParams, GTSUParams, TVCParams
 
 __all__ = [
@@ -48,11 +53,15 @@ __all__ = [
     "DEFAULT_PLATFORM",
     "DEVICE_KINDS",
     "DEVICE_SETTINGS",
+    "FIELD_KEYS",
+    "FILE_NOTES",
     "MEMORY_SHARING",
     "MODEL_CHOICES",
     "NONLINEAR_WITHOUT_AAU",
     "PLATFORM_KIND",
     "RANK_SPLITS",
+    "SPEC_FILE_MAX_BYTES",
+    "SPEC_FOLDERS",
     "SPEC_VALUE_MAX",
     "SPEC_VALUE_MIN",
     "DeviceSpec",
@@ -64,8 +73,10 @@ __all__ = [
     "Sourced",
     "SpecLibrary",
     "apply_overrides",
+    "check_keys",
     "controller_params",
     "field_default",
+    "integer_spec_fields",
     "is_system_platform",
     "load_library",
     "load_system_platform",
@@ -75,6 +86,7 @@ __all__ = [
     "resolve",
     "sourced_choice",
     "sourced_number",
+    "spec_paths",
 ]
 
 BUILTIN_SPEC_DIR = Path(__file__).parent / "specs"
@@ -93,6 +105,9 @@ MEMORY_SHARING = ("shared", "separate")
 RANK_SPLITS = ("target-first", "footprint", "fixed")
 # Every spec number in SI units lies far inside this range (the shipped ones span 2e-6 to
 # 1.3e14); outside it, the cost model's products and quotients leave float range.
+# The largest spec or grid file read (the shipped ones are under 10 kB): a bigger one is
+# refused rather than read whole.
+SPEC_FILE_MAX_BYTES = 1 << 20
 SPEC_VALUE_MIN = 1e-12
 SPEC_VALUE_MAX = 1e18
 
@@ -284,10 +299,28 @@ _MODEL_INT_FIELDS = {
 
 
 def read_toml(path: Path) -> dict:
-    """The parsed TOML file ``path``; unreadable or invalid TOML is a UserError naming it."""
+    """The parsed TOML file ``path``; unreadable or invalid TOML is a UserError naming it,
+    and so is anything but a regular file of at most :data:`SPEC_FILE_MAX_BYTES` (a FIFO
+    would hang the read, a link to ``/dev/zero`` fill memory; a dangling link is named)."""
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise UserError(f"{path}: a symbolic link to nothing (dangling)") from None
+        raise UserError(f"{path}: cannot read: No such file or directory") from None
+    except OSError as error:
+        raise UserError(f"{path}: cannot read: {error.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{path}: is {file_kind(info.st_mode)}, not a regular file")
     try:
         with path.open("rb") as handle:
-            return tomllib.load(handle)
+            data = handle.read(SPEC_FILE_MAX_BYTES + 1)
+        if len(data) > SPEC_FILE_MAX_BYTES:
+            raise UserError(
+                f"{path}: more than {SPEC_FILE_MAX_BYTES:,} bytes, the limit of a spec or grid file"
+            )
+        return tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{path}: not valid TOML: {error}") from None
     except UnicodeDecodeError as error:
@@ -296,8 +329,36 @@ def read_toml(path: Path) -> dict:
         ) from None
     except RecursionError:
         raise UserError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
+    except ValueError:  # past TOMLDecodeError and UnicodeDecodeError: Python's digit limit
+        raise UserError(
+            f"{path}: not valid TOML: an integer of more digits than Python reads "
+            f"({sys.get_int_max_str_digits()})"
+        ) from None
     except OSError as error:
         raise UserError(f"{path}: cannot read: {error.strerror}") from None
+
+
+# The keys of a number's table (``field = {value, source, confidence, ...}``); ``unit`` is a
+# note for readers.
+FIELD_KEYS = ("value", "source", "confidence", "range", "range_source", "unit")
+# Notes any spec file may carry at its top level (read by people, or as every field's
+# confidence).
+FILE_NOTES = ("description", "source", "confidence")
+
+
+def check_keys(path: Path, data: dict, known, *, where: str | None = None) -> None:
+    """UserError naming the file ``path``, the first key of ``data`` not in ``known`` and
+    the nearest known key: a misspelt optional field would otherwise be ignored and its
+    default used without a word. ``where`` names the table ``data`` is (``eta_memory``
+    for the keys of that field's table)."""
+    known = list(dict.fromkeys(known))
+    for key in data:
+        if key in known:
+            continue
+        name = f"{where}.{key}" if where else key
+        near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.0)
+        hint = f"; the nearest known key is {near[0]!r}" if near else ""
+        raise UserError(f"{path}: unknown key {name!r}{hint}")
 
 
 def require_string(path: Path, data: dict, key: str, default: str | None = None) -> str:
@@ -321,6 +382,7 @@ def sourced_number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: 
             f"{path}: field '{key}': must be a table with value, source and confidence, "
             f"not {entry!r}"
         )
+    check_keys(path, entry, FIELD_KEYS, where=key)
     value = entry.get("value")
     kind = "an integer" if integer else "a number"
     ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
@@ -376,6 +438,7 @@ def sourced_choice(path: Path, data: dict, key: str, choices: tuple[str, ...]) -
             f"{path}: field '{key}': must be a table with value, source and confidence, "
             f"not {entry!r}"
         )
+    check_keys(path, entry, FIELD_KEYS, where=key)
     value = entry.get("value")
     if value not in choices:
         raise UserError(
@@ -412,6 +475,7 @@ def load_device(path: Path) -> DeviceSpec:
     if kind not in DEVICE_KINDS:
         raise UserError(f"{path}: field 'kind': must be one of {', '.join(DEVICE_KINDS)}")
     numeric = [f.name for f in fields(DeviceSpec) if f.name not in _DEVICE_TEXT_FIELDS]
+    check_keys(path, data, ["name", "kind", *numeric, *FILE_NOTES])
     parsed = _numbers(path, data, numeric, _DEVICE_INT_FIELDS, _ZERO_OK)
     for required in _REQUIRED_BY_KIND[kind]:
         if required not in parsed:
@@ -443,6 +507,7 @@ def load_power(path: Path) -> PowerSpec:
     data = read_toml(path)
     device = require_string(path, data, "device")
     numeric = [f.name for f in fields(PowerSpec) if f.name not in ("device", "sources")]
+    check_keys(path, data, ["device", *numeric, *FILE_NOTES])
     zero_ok = set(numeric)  # every energy figure may be 0 (not modelled)
     parsed = _numbers(path, data, numeric, set(), zero_ok)
     return PowerSpec(
@@ -457,6 +522,7 @@ def load_model(path: Path) -> ModelSpec:
     name = require_string(path, data, "name")
     numeric = [f.name for f in fields(ModelSpec) if f.name not in ("name", "description")]
     numeric = [n for n in numeric if n != "sources" and n not in MODEL_CHOICES]
+    check_keys(path, data, ["name", *numeric, *MODEL_CHOICES, *FILE_NOTES])
     parsed = _numbers(path, data, numeric, _MODEL_INT_FIELDS, set())
     for key, choices in MODEL_CHOICES.items():
         if key in data:
@@ -487,6 +553,7 @@ def load_pairs(path: Path) -> dict[str, PairSpec]:
     for name, entry in data.items():
         if not isinstance(entry, dict):
             raise UserError(f"{path}: pair '{name}': must be a table")
+        check_keys(path, entry, ("draft", "target", "preset", "source"), where=name)
         pairs[name] = PairSpec(
             name=name,
             draft=require_string(path, entry, "draft"),
@@ -549,6 +616,12 @@ def load_system_platform(path: Path) -> PlatformSpec:
     name = require_string(path, data, "name")
     if data.get("kind") != PLATFORM_KIND:
         raise UserError(f"{path}: field 'kind': must be {PLATFORM_KIND!r} for an NPU+PIM platform")
+    tables = ("memory_sharing", "rank_split", "preverify_kv_reuse")
+    known = ["name", "kind", "devices", "gpu_baselines", *tables, *_PRECISION_FIELDS]
+    check_keys(path, data, [*known, *FILE_NOTES])
+    for table in tables:
+        if isinstance(data.get(table), dict):
+            check_keys(path, data[table], ("value", "source"), where=table)
     roles = data.get("devices")
     if not isinstance(roles, dict):
         raise UserError(f"{path}: field 'devices': a table naming the device of every role")
@@ -673,18 +746,18 @@ def _load(directories: tuple[Path, ...], signature: tuple) -> SpecLibrary:
     for directory in directories:
         if not directory.is_dir():
             raise UserError(f"spec directory {directory} does not exist")
-        for path in sorted((directory / "devices").glob("*.toml")):
+        for path in spec_paths(directory, "devices"):
             spec = load_device(path)
             devices[spec.name] = spec
-        for path in sorted((directory / "power").glob("*.toml")):
+        for path in spec_paths(directory, "power"):
             spec = load_power(path)
             power[spec.device] = spec
-        for path in sorted((directory / "models").glob("*.toml")):
+        for path in spec_paths(directory, "models"):
             spec = load_model(path)
             models[spec.name] = spec
-        if (directory / "pairs.toml").is_file():
+        if os.path.lexists(directory / "pairs.toml"):
             pairs.update(load_pairs(directory / "pairs.toml"))
-        for path in sorted((directory / "platforms").glob("*.toml")):
+        for path in spec_paths(directory, "platforms"):
             if is_system_platform(path):
                 spec = load_system_platform(path)
                 platforms[spec.name] = spec
@@ -713,12 +786,29 @@ def load_library(extra_dirs=()) -> SpecLibrary:
     return _load(directories, _files_signature(directories))
 
 
+# The folders of a spec directory, each of ``*.toml`` files (``pairs.toml`` at the top).
+SPEC_FOLDERS = ("devices", "power", "models", "platforms")
+
+
+def spec_paths(directory: Path, folder: str) -> list[Path]:
+    """The spec files of ``directory/folder``, sorted: ``*.toml`` names not starting with
+    a dot (an editor's lock or backup file such as ``.#npu.toml``, often a dangling link,
+    is not a spec). Only that folder is listed, never a whole tree (``--spec-dir /``)."""
+    return sorted(p for p in (directory / folder).glob("*.toml") if not p.name.startswith("."))
+
+
 def _files_signature(directories: tuple[Path, ...]) -> tuple:
     signature = []
     for directory in directories:
-        for path in sorted(directory.glob("**/*.toml")):
-            stat = path.stat()
-            signature.append((str(path), stat.st_mtime_ns, stat.st_size))
+        paths = [p for folder in SPEC_FOLDERS for p in spec_paths(directory, folder)]
+        for path in [*paths, directory / "pairs.toml"]:
+            try:
+                info = os.stat(path)
+            except OSError:
+                # Missing or dangling: the loader says which (pairs.toml is optional).
+                signature.append((str(path), None, None))
+                continue
+            signature.append((str(path), info.st_mtime_ns, info.st_size))
     return tuple(signature)
 
 
@@ -896,6 +986,14 @@ def overridable_fields(section: str) -> tuple[str, ...]:
     """The numeric fields of a spec-file kind (``devices``, ``power``, ``models``)."""
     cls = _OVERRIDE_SECTIONS[section]
     return tuple(f.name for f in fields(cls) if f.name not in _OVERRIDE_TEXT_FIELDS)
+
+
+def integer_spec_fields(section: str) -> frozenset[str]:
+    """The overridable fields of a spec-file kind that hold integers (``units``,
+    ``layers``, ...); an unknown section has none."""
+    if section not in _OVERRIDE_SECTIONS:
+        return frozenset()
+    return frozenset(overridable_fields(section)) & (_DEVICE_INT_FIELDS | _MODEL_INT_FIELDS)
 
 
 def _split_override(path: str) -> tuple[str, str, str]:

@@ -12,7 +12,8 @@
   are simulated once.
 - **Results** (:class:`ResultsDir`): ``DIR/results.jsonl``, one JSON line per run
   (schema :data:`ROW_SCHEMA`, docs/json.md), appended and fsynced as runs finish
-  (:class:`ahasd.output.Journal`); a half-written last line (a killed sweep) is dropped. A
+  (:class:`ahasd.output.Journal`); a half-written last line (a killed sweep) is dropped,
+  saying so; a whole last row without its newline is kept. A
   lock file (``DIR/.lock``, ``fcntl.flock``, holding the owner's pid and start time) makes a
   second sweep into the same directory stop with a message naming the holder.
 - **Backends** (:func:`run_sweep`): ``local`` (a process pool, or in-process for one job)
@@ -22,6 +23,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
 import fcntl
@@ -29,8 +31,12 @@ import functools
 import hashlib
 import itertools
 import json
+import math
+import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
@@ -39,13 +45,14 @@ from pathlib import Path
 import ahasd
 from ahasd import golden
 from ahasd.errors import UserError
-from ahasd.output import Journal, check_folder
+from ahasd.output import Journal, check_folder, open_regular
 from ahasd.sim.config import (
     CONTROLLER_BLOCKS,
     DEVICE_SETTINGS,
     RunSettings,
     SpecLibrary,
     controller_params,
+    integer_spec_fields,
     load_library,
     read_toml,
     resolve,
@@ -57,6 +64,7 @@ from ahasd.sim.traces import builtin_trace_paths
 
 __all__ = [
     "BACKENDS",
+    "MAX_GRID_RUNS",
     "RESULTS_FILE",
     "ROW_SCHEMA",
     "ResultsDir",
@@ -74,6 +82,10 @@ LOCK_FILE = ".lock"
 # The schema of a results row (docs/json.md): /2 identifies runs by their hashes.
 ROW_SCHEMA = "ahasd-sweep-run/2"
 BACKENDS = ("local", "ray")
+# The most runs one sweep takes (docs/reproduce.md): every run's settings and identity are
+# built and held before the first run starts, so a bigger grid is refused at once rather than
+# filling memory for minutes with no output.
+MAX_GRID_RUNS = 100_000
 
 # RunSettings fields a grid axis may not set (they say how to run, not what).
 _NOT_AXES = {"spec_overrides", "controller_params", "policy_params", "spec_dirs", "record_timeline"}
@@ -144,12 +156,62 @@ def load_grid(path: Path) -> GridFile:
         raise UserError(f"{path}: unknown top-level key {unknown[0]!r} (description, [axes])")
     parsed = []
     for key, values in axes.items():
-        _axis_kind(key)
+        kind = _axis_kind(key)
         values = tuple(values) if isinstance(values, list) else (values,)
         if not values:
             raise UserError(f"{path}: axis {key!r} has no values")
+        if kind != "policy":  # a policy checks its own parameters (any JSON value)
+            expected = _axis_type(key, kind)
+            for value in values:
+                _check_axis_value(path, key, value, expected)
         parsed.append((key, values))
     return GridFile(str(path), str(data.get("description", "")), tuple(parsed))
+
+
+# What a grid value of each kind of field must be: (accepted types, how it reads).
+_VALUE_TYPES = {
+    "int": ((int,), "an integer"),
+    "float": ((int, float), "a number"),
+    "str": ((str,), "a string"),
+    "bool": ((bool,), "true or false"),
+}
+
+
+def _axis_type(key: str, kind: str) -> str:
+    """``int``, ``float``, ``str`` or ``bool``: what the field an axis sets holds."""
+    if kind == "spec":
+        section, _, rest = key.partition(".")
+        name = rest.rpartition(".")[2]
+        return "int" if name in integer_spec_fields(section) else "float"
+    if kind == "controller":
+        block, _, name = key.partition(".")
+        annotations = {f.name: str(f.type) for f in fields(CONTROLLER_BLOCKS[block])}
+        return annotations.get(name, "str").split("|")[0].strip()
+    annotation = {f.name: str(f.type) for f in fields(RunSettings)}[key]
+    return annotation.split("|")[0].strip()
+
+
+def _check_axis_value(path, key: str, value, expected: str) -> None:
+    """UserError naming the grid file, the axis and the value unless it is of the field's
+    type: TOML's true/false for a switch (the string "no" is not false), integers for
+    counts (neither a bool nor 2.0)."""
+    types, reads = _VALUE_TYPES.get(expected, _VALUE_TYPES["str"])
+    wrong = not isinstance(value, types) or (bool not in types and isinstance(value, bool))
+    if isinstance(value, float) and not math.isfinite(value):
+        wrong = True
+    if wrong:
+        raise UserError(
+            f"{path}: axis {key!r}: value {value!r} must be {reads}, not {_toml_kind(value)}"
+        )
+
+
+def _toml_kind(value) -> str:
+    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a float")):
+        if isinstance(value, kind):
+            return name
+    return {str: "a string", list: "an array", dict: "a table"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def expand(axes: Iterable[tuple[str, tuple]], base: dict) -> list[RunSettings]:
@@ -163,6 +225,13 @@ def expand(axes: Iterable[tuple[str, tuple]], base: dict) -> list[RunSettings]:
     (``edc.FIELD``, ``tvc.FIELD``, ``gtsu.FIELD``).
     """
     axes = [(key, _expand_values(key, values)) for key, values in axes]
+    count = math.prod(len(values) for _, values in axes)
+    if count > MAX_GRID_RUNS:
+        sizes = " x ".join(f"{key} {len(values)}" for key, values in axes)
+        raise UserError(
+            f"the grid has {count:,} runs ({sizes}), more than the limit of "
+            f"{MAX_GRID_RUNS:,} runs in one sweep; split it into smaller grids"
+        )
     points = []
     for combination in itertools.product(*(values for _, values in axes)):
         kwargs = dict(base)
@@ -346,19 +415,38 @@ class ResultsDir:
         self._journal = None
 
     def __enter__(self) -> ResultsDir:
-        check_folder(self.directory, option=self.option)
+        check_folder(self.directory, option=self.option, files=(RESULTS_FILE, LOCK_FILE))
         self.directory.mkdir(parents=True, exist_ok=True)
-        lock = (self.directory / LOCK_FILE).open("a+")
+        # Not followed if a link: truncating it below would clobber whatever it points to.
+        fd = open_regular(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, option=self.option)
+        lock = os.fdopen(fd, "r+")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
             holder = lock.read().strip() or "another process"
             lock.close()
+            pid = _holder_pid(holder)
+            if pid is not None and not _running(pid):
+                raise UserError(
+                    f"{self.directory} is locked by processes left behind by a sweep whose pid "
+                    f"{pid} is no longer running ({holder}); end them, or write to another "
+                    "--out"
+                ) from None
             raise UserError(
                 f"{self.directory} is in use by another sweep ({holder}); wait for it to "
                 "finish (it resumes where it stops) or write to another --out"
             ) from None
+        lock.seek(0)
+        previous = lock.read().strip()
+        pid = _holder_pid(previous)
+        if pid is not None and pid != os.getpid() and not _running(pid):
+            # flock is released by the kernel when its holder dies; the file's words stay.
+            print(
+                f"ahasd: note: {self.directory / LOCK_FILE}: the last sweep ({previous}) did "
+                "not finish and is no longer running; taking its lock",
+                file=sys.stderr,
+            )
         started = datetime.datetime.now().isoformat(timespec="seconds")
         lock.seek(0)
         lock.truncate()
@@ -378,25 +466,57 @@ class ResultsDir:
         self.rows.append(row)
 
     def _unlock(self) -> None:
+        # An empty lock file says the last sweep finished; one naming a dead pid, that it
+        # was killed (the next sweep says so).
+        with contextlib.suppress(OSError):
+            self._lock.seek(0)
+            self._lock.truncate()
+            self._lock.flush()
         fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()
+
+    def lock_fd(self) -> int:
+        """The lock file's descriptor (a forked worker closes its copy, so that the lock
+        never outlives this process)."""
+        return self._lock.fileno()
 
     def __exit__(self, *exc) -> None:
         self._journal.close()
         self._unlock()
 
 
-def read_results(path: Path) -> tuple[list[dict], int]:
-    """Complete result lines of ``path`` and the byte length they occupy.
+def _holder_pid(words: str) -> int | None:
+    """The pid a lock file names (``pid 123, started ...``), or None."""
+    first = words.split(",")[0].split()
+    if len(first) == 2 and first[0] == "pid" and first[1].isdigit():
+        return int(first[1])
+    return None
 
-    A final line without its newline (a sweep killed mid-write) is ignored; the writer
-    truncates it away before appending. A line that is not JSON is a UserError.
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def read_results(path: Path) -> tuple[list[dict], int]:
+    """Result rows of ``path`` and the byte length they occupy.
+
+    A last line without its newline is kept if it is a whole JSON object (an editor that
+    saves without a final newline); one that is not (a sweep killed mid-write) is left out,
+    with a note on stderr, and the writer truncates it away before appending. Any other
+    line that is not JSON is a UserError.
     """
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return [], 0
     try:
-        data = path.read_bytes()
+        with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as handle:
+            data = handle.read()
     except OSError as error:
         raise UserError(f"{path}: cannot read ({error.strerror or error})") from None
     end = data.rfind(b"\n") + 1
@@ -404,14 +524,33 @@ def read_results(path: Path) -> tuple[list[dict], int]:
     for number, line in enumerate(data[:end].splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-            raise UserError(f"{path}: line {number} is not JSON; move the file away") from None
-        if not isinstance(row, dict):
+        row = _parse_row(line)
+        if row is None:
             raise UserError(f"{path}: line {number} is not a JSON object; move the file away")
         rows.append(row)
+    tail = data[end:]
+    if tail.strip():
+        row = _parse_row(tail)
+        if row is not None:
+            rows.append(row)
+            end = len(data)
+        else:
+            print(
+                f"ahasd: note: {path}: its last line is incomplete ({len(tail)} bytes without "
+                "a newline, not a JSON object: an interrupted run's); left out, and a sweep "
+                "into this folder drops it",
+                file=sys.stderr,
+            )
     return rows, end
+
+
+def _parse_row(line: bytes) -> dict | None:
+    """The JSON object on ``line``, or None if it is not one."""
+    try:
+        row = json.loads(line)
+    except (ValueError, RecursionError):  # bad JSON, bad UTF-8, an integer too long to read
+        return None
+    return row if isinstance(row, dict) else None
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -487,6 +626,9 @@ def run_sweep(
     with ResultsDir(out) as results:
         by_request = {(r.get("key"), r.get("run_id")): r for r in results.rows}
         by_run = {r.get("run_id"): r for r in results.rows}
+        # The report keeps each request's last row: after an edit and its revert the current
+        # identity's row is an older one, so it is appended again to come last.
+        last_of = {r.get("key"): r.get("run_id") for r in results.rows}
         requests: dict[str, list[RunSettings]] = {}  # run id -> the points asking for it
         for settings, identity in zip(grid, identities, strict=True):
             requests.setdefault(identity["run_id"], []).append(settings)
@@ -499,7 +641,10 @@ def run_sweep(
                 key = (settings_key(settings), run_id)
                 if key not in by_request:
                     by_request[key] = _row(settings, identity_of[run_id], by_run[run_id])
-                    results.append(by_request[key])
+                elif last_of.get(key[0]) == run_id:
+                    continue
+                results.append(by_request[key])
+                last_of[key[0]] = run_id
 
         bar = progress(label, len(to_run)) if to_run else None
         done = []
@@ -511,7 +656,15 @@ def run_sweep(
             bar.update(len(done), f"{summary['mode']} {summary['pair']} {summary['policy']}")
 
         try:
-            _execute(to_run, finished, jobs=jobs, backend=backend, address=address)
+            with _terminate_as_interrupt():
+                _execute(
+                    to_run,
+                    finished,
+                    jobs=jobs,
+                    backend=backend,
+                    address=address,
+                    inherited=results.lock_fd(),
+                )
         finally:
             if bar is not None:
                 bar.close()
@@ -545,6 +698,41 @@ def _row(settings: RunSettings, identity: dict, summary: dict) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt while the block runs, as Ctrl-C does, so that the
+    workers are ended and the lock released on the way out (the default action would kill
+    this process alone and leave its pool's workers holding the lock)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _worker_start(parent: int, inherited: int) -> None:
+    """A pool worker's first act: close its copy of the sweep's lock (a forked child shares
+    the lock and would hold it after the parent's death) and ask the kernel to end it when
+    the parent dies, however the parent dies."""
+    with contextlib.suppress(OSError):
+        os.close(inherited)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def _execute(
     to_run: dict[str, RunSettings],
     finished: Callable[[str, dict], None],
@@ -552,6 +740,7 @@ def _execute(
     jobs: int,
     backend: str,
     address: str | None,
+    inherited: int = -1,
 ) -> None:
     if not to_run:
         return
@@ -561,10 +750,21 @@ def _execute(
         for run_id, settings in to_run.items():
             finished(run_id, _run_one(settings))
     else:
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        before = set(multiprocessing.active_children())
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(), inherited)
+        )
+        try:
             futures = {pool.submit(_run_one, s): run_id for run_id, s in to_run.items()}
             for future in concurrent.futures.as_completed(futures):
                 finished(futures[future], future.result())
+        except BaseException:
+            # Interrupted or failed: end the workers now rather than wait for their runs.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for worker in set(multiprocessing.active_children()) - before:
+                worker.terminate()
+            raise
+        pool.shutdown()
 
 
 def _execute_ray(

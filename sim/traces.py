@@ -323,6 +323,8 @@ def _parse_header(path: Path, line: str) -> dict:
         header = json.loads(line)
     except json.JSONDecodeError as error:
         raise _fail(path, "header (line 1)", f"not valid JSON ({error.msg})") from None
+    except ValueError:  # an integer past Python's digit limit
+        raise _fail(path, "header (line 1)", "an integer with too many digits") from None
     if not isinstance(header, dict):
         raise _fail(path, "header (line 1)", "must be a JSON object")
     if _lone_surrogate(header):
@@ -473,7 +475,7 @@ def load_trace(path) -> Trace:
         )
     try:
         rows = json.loads("[" + ",".join(body) + "]")
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: bad JSON or a too-long integer
         rows = None
     if rows is None or len(rows) != length:
         # Slow path, only to name the bad record.
@@ -487,6 +489,8 @@ def load_trace(path) -> Trace:
                 ) from None
             except RecursionError:
                 raise _fail(path, where, "nested too deeply (a record is a flat array)") from None
+            except ValueError:  # an integer past Python's digit limit
+                raise _fail(path, where, "an integer with too many digits") from None
         raise _fail(path, "body", "records are not one JSON array per line")
     for record, row in enumerate(rows):
         if not isinstance(row, list) or len(row) != len(names):

@@ -117,6 +117,9 @@ def _cosim(args) -> int:
     if args.check and args.rtl_latency:
         raise UserError("--check compares with the golden timing: drop --rtl-latency")
     check_tvc_widths_for_runs([settings], library)  # a TVC that would saturate: refuse now
+    # The RTL is built with the run's controller parameters (or refused, naming them),
+    # before anything is built: a run must never be called identical to one it ignored.
+    top_params = model_top_params(settings)
     build_root = check_build_root(args.build_dir)
     if args.out is not None:
         check_folder(args.out, option="--out", files=COSIM_FILES)
@@ -126,7 +129,7 @@ def _cosim(args) -> int:
         golden_run = pool.submit(run_model, settings) if args.check else None
         run = run_cosim(
             {"settings": settings_to_dict(settings), "feedback": args.rtl_latency, "irq": args.irq},
-            model_top_params(settings),
+            top_params,
             run_name=name,
             build_root=build_root,
             waves=args.waves,

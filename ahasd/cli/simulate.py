@@ -526,6 +526,10 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# What json.loads's ValueError for an integer past sys.get_int_max_str_digits() says.
+_TOO_MANY_DIGITS = "the value is an integer of more digits than any parameter takes"
+
+
 def parse_assignments(items: list[str], option: str) -> tuple:
     """``PATH=VALUE`` items of ``option`` as ``((path, value), ...)``; VALUE is JSON (a
     number for a spec override, an integer or string for a controller parameter)."""
@@ -538,6 +542,8 @@ def parse_assignments(items: list[str], option: str) -> tuple:
             value = json.loads(text)
         except (json.JSONDecodeError, RecursionError):
             value = text
+        except ValueError:  # an integer past Python's digit limit
+            raise UserError(f"{option} {key}: {_TOO_MANY_DIGITS}") from None
         parsed.append((key, value))
     return tuple(parsed)
 
@@ -559,6 +565,8 @@ def parse_policy_params(items: list[str]) -> tuple:
                 f"--policy-param {key}: the value nests too deeply (a parameter is a number, "
                 "a string, a boolean or a flat list)"
             ) from None
+        except ValueError:  # an integer past Python's digit limit
+            raise UserError(f"--policy-param {key}: {_TOO_MANY_DIGITS}") from None
         if isinstance(value, list):
             value = tuple(value)
         params.append((key, value))

@@ -37,20 +37,46 @@ def settings_from_dict(fields: dict):
         (key, tuple(value) if isinstance(value, list) else value)
         for key, value in fields.get("policy_params", ())
     )
+    # JSON turns every tuple into a list; the settings hold tuples (they key caches).
+    for name in ("spec_overrides", "controller_params"):
+        fields[name] = tuple((key, value) for key, value in fields.get(name, ()))
     fields["spec_dirs"] = tuple(fields.get("spec_dirs", ()))
     return RunSettings(**fields)
 
 
 def model_top_params(settings) -> TopParams:
-    """The controller top's parameters matching the model's controller for ``settings``
-    (``ahasd.sim.modes.simulate`` builds its golden controller with these)."""
-    from ahasd.params import EDCParams, GTSUParams, TVCParams
+    """The controller top's parameters matching the model's controller for ``settings``:
+    the TVC widths and every ``--controller-param`` (``ahasd.sim.modes.simulate`` builds
+    its golden controller with the same :func:`~ahasd.sim.config.controller_params`), so
+    the RTL is built, and the golden side run, with what the settings ask for.
 
-    return TopParams(
-        edc=EDCParams(),
-        tvc=TVCParams(ratio_bits=settings.tvc_ratio_bits, cycle_bits=settings.tvc_cycle_bits),
-        gtsu=GTSUParams(),
-    )
+    Raises
+    ------
+    ahasd.errors.UserError
+        when the controller top's register map cannot hold a block field these parameters
+        widen (naming the controller parameters given), before anything is built.
+    """
+    from ahasd.errors import UserError
+    from ahasd.params import TVCParams
+    from ahasd.regmap import register_map
+    from ahasd.sim.config import controller_params
+
+    edc, tvc, gtsu = controller_params(settings)
+    params = TopParams(edc=edc, tvc=tvc, gtsu=gtsu)
+    try:
+        register_map(params)
+    except ValueError as error:
+        given = [f"--controller-param {p}={v}" for p, v in settings.controller_params]
+        given += [
+            f"--{name.replace('_', '-')} {getattr(settings, name)}"
+            for name in ("tvc_ratio_bits", "tvc_cycle_bits")
+            if getattr(settings, name) != getattr(TVCParams(), name.removeprefix("tvc_"))
+        ]
+        raise UserError(
+            f"cosim: the controller top cannot be built with {', '.join(given)}: {error} "
+            "(ahasd simulate runs the golden controller with them)"
+        ) from None
+    return params
 
 
 def model_inputs(settings):

@@ -14,11 +14,14 @@ from pathlib import Path
 from ahasd.errors import UserError
 from ahasd.sim.config import (
     BUILTIN_SPEC_DIR,
+    FILE_NOTES,
     Sourced,
+    check_keys,
     is_system_platform,
     read_toml,
     require_string,
     sourced_number,
+    spec_paths,
 )
 
 __all__ = ["PlatformSpec", "find_platform", "known_platforms", "load_platform"]
@@ -98,6 +101,8 @@ def _levels(path: Path, data: dict, key: str) -> tuple[tuple[float, ...], Source
 def load_platform(path: Path) -> PlatformSpec:
     """Read and validate ``platforms/<name>.toml`` (UserError naming the file and field)."""
     data = read_toml(path)
+    levels = ("clock_levels", "memory_levels")
+    check_keys(path, data, ["name", "npu", "gpu", "pair", *_PLATFORM_NUMBERS, *levels, *FILE_NOTES])
     strings = {key: require_string(path, data, key) for key in ("name", "npu", "gpu", "pair")}
     numbers = {}
     for key in _PLATFORM_NUMBERS:
@@ -132,7 +137,7 @@ def known_platforms(spec_dirs=()) -> dict[str, Path]:
     are left out."""
     found = {}
     for directory in (BUILTIN_SPEC_DIR, *(Path(d) for d in spec_dirs)):
-        for path in sorted((directory / "platforms").glob("*.toml")):
+        for path in spec_paths(directory, "platforms"):
             if not is_system_platform(path):
                 found[path.stem] = path
     return found

@@ -60,3 +60,24 @@ def test_cosim_json_holds_summary_and_cosim(capsys):
     assert result["tokens"] == 32
     assert result["cosim"]["identical"] is True
     assert result["cosim"]["first_divergence"] is None
+
+
+@pytest.mark.cocotb
+@pytest.mark.long
+def test_cosim_builds_the_top_with_the_runs_controller_parameters(capsys):
+    # Issue 30: with --controller-param the RTL side was built with the defaults and the
+    # golden side ran them too, and the run was still called identical. Here both take the
+    # parameters (a top of its own), agree with each other and with `ahasd simulate`.
+    argv = ["--mode", "ahasd", "--pair", "opt-1.3b-6.7b", "--policy", "adaedl"]
+    argv += ["--pim", "lpddr5-pim-x16", "--spec-dir", str(ROOT / "tests" / "sim" / "specs")]
+    argv += ["--draft-model", "smollm-135m", "--target-model", "qwen2.5-0.5b"]
+    argv += ["--draft-queue-tokens", "16", "--tokens", "64", "--json"]
+    argv += ["--controller-param", "edc.counter_bits=1", "--controller-param", "edc.update=current"]
+    assert main(["simulate", *argv]) == 0
+    simulated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["cosim", *argv, "--check", "--build-dir", str(BUILD)]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["cosim"]["identical"] is True
+    assert "edc-" in result["cosim"]["run_dir"]  # not the default top's build
+    for key in ("tokens_per_s", "energy_per_token_mj", "drafted", "accepted", "controller"):
+        assert result[key] == simulated[key], key
