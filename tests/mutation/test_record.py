@@ -53,3 +53,39 @@ def test_a_campaign_replaces_its_own_block_and_keeps_the_others(record):
 def test_without_a_record_file_there_is_nothing_to_go_by(record):
     assert not record.exists()
     assert run.recorded("edc", "abc123", 20, 1) is None
+
+
+def test_the_page_shows_the_record_with_the_equivalents_applied():
+    """docs/verification.md's campaign table is the one ``doc_tables.py`` generates from
+    record.json and equivalent.toml (regenerate with ``doc_tables.py --write``)."""
+    from mutation import doc_tables
+
+    page = doc_tables.DOC.read_text()
+    assert doc_tables.documented(page) == doc_tables.table(), (
+        "docs/verification.md's campaign table differs from record.json + equivalent.toml: "
+        "run .venv/bin/python tests/mutation/doc_tables.py --write"
+    )
+
+
+def test_a_recorded_survivor_listed_as_equivalent_counts_as_equivalent(monkeypatch):
+    from mutation import doc_tables
+
+    listed = "mutate -mode const1 -module dut -cell m_2 -port Y -portbit 0"
+    monkeypatch.setattr(run, "load_equivalent", lambda block: {listed: "why"})
+    entry = {
+        "seed": 1,
+        "tiers": ["cocotb", "formal"],
+        "mutants": [
+            {"number": 1, "mutation": "mutate -mode inv -module dut -cell m_1 -port Y",
+             "outcome": "killed", "killed_by": "cocotb+formal"},
+            {"number": 2, "mutation": listed, "outcome": "survived", "killed_by": "-"},
+            {"number": 3, "mutation": "mutate -mode inv -module dut -cell m_3 -port Y",
+             "outcome": "survived", "killed_by": "-"},
+        ],
+    }  # fmt: skip
+    counts = doc_tables.tally("edc", entry)
+    assert counts["cocotb+formal"] == 1
+    assert counts["equivalent"] == [2]
+    assert counts["survived"] == [3]
+    row = doc_tables.table({"blocks": {"edc": entry}}).splitlines()[-1]
+    assert row == "| edc | 3 (1) | cocotb + formal | 0 | 0 | 1 | 1 | 1 (`#3`) |"
