@@ -16,3 +16,13 @@ def planted(component: type, old: str, new: str) -> type:
     namespace = {"__name__": f"{module.__name__}_planted"}
     exec(compile(source.replace(old, new), module.__file__, "exec"), namespace)
     return namespace[component.__name__]
+
+
+#: Bugs planted by hand that a tier must catch, by name: ``(old, new)`` source replacements
+#: in the block's module (:func:`planted`). Each is run by the tests named beside it.
+#: ``queues.epoch_bit0``: the draft queue's stale test on bit 0 of the epoch only, so an entry
+#: two epochs old passes as current (tests/queues/test_formal.py's epoch proof and data
+#: check, tests/queues/test_cocotb.py's random tier with bursts of bumps).
+CATALOGUE = {
+    "queues.epoch_bit0": ("(head.epoch != self.r_epoch)", "(head.epoch[0] != self.r_epoch[0])"),
+}

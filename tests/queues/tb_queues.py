@@ -3,8 +3,9 @@
 Three free-running clocks (``pim``, ``npu``, ``cpu``) with periods from ``AHASD_CLOCKS``
 (picoseconds, ``pim:npu:cpu``). Random valid/ready patterns with idle and backpressure
 phases drive all three queues at once; the draft queue's reader bumps its epoch at random
-after reading a draft of its current epoch (a rejection) and its writer learns the new
-epoch late, as through the feedback path, so entries of stale epochs are in flight. The
+after reading a draft of its current epoch (a rejection), now and then in bursts on
+consecutive read cycles, and its writer learns the new epoch late, as through the feedback
+path, so entries of several stale epochs are in flight. The
 golden scoreboards of ``ahasd.golden.queues`` check that every non-stale entry comes out
 once, in order and intact, that no stale entry comes out and that the plain queues drop
 nothing; monitors check that levels never exceed the depth and that the writer is only
@@ -174,6 +175,12 @@ class DraftReader:
         self.epoch_level = 0
         self.verified = False
         self.bump_per_verified_draft = min(0.05, 1 / (2 * tb.params.draft_depth))
+        # Bursts: the epoch bumped on consecutive read cycles while entries of several epochs
+        # are in the queue (beyond what one rejection per read does), so an entry two or
+        # more epochs old meets the stale test; one burst per about 8 * depth verified
+        # drafts, each of 2 to 4 bumps (as many as keep every live epoch distinct).
+        self.burst_per_verified_draft = 1 / (8 * tb.params.draft_depth)
+        self.burst_left = 0
         self.ready.write(0)
 
     def drive(self) -> None:
@@ -186,7 +193,14 @@ class DraftReader:
         # 2 * depth verified drafts keeps most drafts delivered at every clock ratio (a
         # bump on a timer squashed 78 % of a run at 7:3, seed 722242568).
         verified, self.verified = self.verified, False
-        if (
+        if tb.bumps_enabled and verified and rng.random() < self.burst_per_verified_draft:
+            self.burst_left = rng.randint(2, 4)
+        if self.burst_left and tb.bumps_enabled and tb.bump_is_unambiguous():
+            self.burst_left -= 1
+            tb.reader_epoch += 1
+            tb.bumps += 1
+            tb.burst_bumps += 1
+        elif (
             tb.bumps_enabled
             and verified
             and rng.random() < self.bump_per_verified_draft
@@ -194,6 +208,8 @@ class DraftReader:
         ):
             tb.reader_epoch += 1
             tb.bumps += 1
+        else:
+            self.burst_left = 0
         epoch = tb.reader_epoch & tb.epoch_mask
         if epoch != self.epoch_level:
             self.epoch.write(epoch)
@@ -234,6 +250,7 @@ class TB:
         self.preverify_board = FifoScoreboard("preverify")
         self.draft_written = 0
         self.bumps = 0
+        self.burst_bumps = 0  # bumps of a burst (consecutive read cycles)
         self.reader_stall = 0.2
         self.pausing = False  # a drain pause: no writer writes, every reader reads
         self.bumps_enabled = True
@@ -424,6 +441,7 @@ async def random_traffic(dut):
     # The traffic exercised what it claims to: squashes happened, every queue filled up and
     # drained again several times (at this clock ratio), and most drafts got through.
     assert board.delivered > ENTRIES // 4, (board.delivered, board.dropped, tb.bumps)
+    assert tb.burst_bumps > 0, "no epoch bumps on consecutive read cycles"
     if board.dropped:
         coverage.sample("draft squash")
     coverage.write()
@@ -437,7 +455,8 @@ async def random_traffic(dut):
     report(
         dut,
         f"clocks pim:npu:cpu = {':'.join(map(str, periods))} ps; {ENTRIES} entries per queue; "
-        f"draft delivered {board.delivered}, squashed {board.dropped}, {tb.bumps} epoch bumps; "
+        f"draft delivered {board.delivered}, squashed {board.dropped}, {tb.bumps} epoch bumps "
+        f"({tb.burst_bumps} in bursts); "
         f"{pim_cycles:.0f} pim cycles in {wall:.1f} s = {pim_cycles / wall:.0f} pim cycles/s; "
         f"{edges / wall:.0f} clock edges/s, {edges / cpu_s:.0f} per CPU-second",
     )

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 from harness import small_params
-from harness.cocotb_run import run_block_cocotb
+from harness.cocotb_run import run_block_cocotb, run_cocotb
+from harness.planted import CATALOGUE, planted
 
+from ahasd.hw.queues import AsyncQueues
 from ahasd.params import QueueParams
 
 HERE = Path(__file__).parent
@@ -46,3 +48,22 @@ def test_queues_small_depths(ratio):
         test_dir=HERE,
         extra_env={"AHASD_CLOCKS": RATIOS[ratio], "AHASD_ENTRIES": "5000"},
     )
+
+
+@pytest.mark.cocotb
+def test_queues_testbench_fails_on_the_bit0_epoch_comparison():
+    """The draft queue's stale test on bit 0 of the epoch only (an entry two epochs old
+    passes as current): the random tier's bursts of back-to-back bumps deliver such an
+    entry and the scoreboard fails the run (tests/queues/test_formal.py plants the same)."""
+    params = QueueParams()
+    with pytest.raises(pytest.fail.Exception, match=r"\d+ of \d+ cocotb test\(s\) failed"):
+        run_cocotb(
+            top="queues",
+            component=lambda: planted(AsyncQueues, *CATALOGUE["queues.epoch_bit0"])(params),
+            tag=params.tag() + "-planted-epoch-bit0",
+            params=params,
+            test_module="tb_queues",
+            test_dir=HERE,
+            extra_env={"AHASD_CLOCKS": RATIOS["1to1"], "AHASD_ENTRIES": "3000"},
+            domains=("pim", "npu", "cpu"),
+        )

@@ -25,6 +25,15 @@ and with that:
   epoch is ever dropped, and nothing is duplicated);
 - and cover: the queue fills up, a stale entry is squashed, and epoch-1 entries come out
   after a squash (the properties are not vacuous).
+
+The epoch at a width that tells epochs apart (:class:`DraftEpochProperties`, 3 bits), the
+reader's epoch bumped at any time (back to back, with entries of several epochs queued) and
+the writer taking it at any later time: no entry whose epoch differs from the reader's is
+ever presented (k-induction: for all time, any number of switches); bounded, with at most
+seven switches (the epoch width must cover the rejections in flight, the protocol's part),
+each epoch's entries come out from its first, in order, with no gap; a cover shows two
+back-to-back switches with entries queued and then an entry two epochs on taken after a
+squash. The stale test planted on bit 0 only (harness/planted.py's catalogue) fails both.
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ from amaranth.hdl import (
 from amaranth.lib.wiring import In
 from harness import small_params
 from harness.formal import check
-from harness.planted import planted
+from harness.planted import CATALOGUE, planted
 
 from ahasd.hw.queues import AsyncQueues, DraftQueue
 from ahasd.params import QueueParams
@@ -139,6 +148,159 @@ def test_draft_queue_properties_are_not_vacuous():
         depth=24,
         multiclock=True,
     )
+
+
+# ---- the epoch at its full width, switched any number of times ---------------------------
+
+#: Three epoch bits: the reader can switch seven times before an epoch number comes back, so
+#: an entry two or more epochs old is a distinct value (a 1-bit epoch switched once cannot
+#: tell a comparison of the whole field from one of bit 0).
+EPOCH_PARAMS = QueueParams(draft_depth=4, epoch_bits=3, pos_bits=8, batch_id_bits=1,
+                           length_bits=1)  # fmt: skip
+EPOCHS = 1 << EPOCH_PARAMS.epoch_bits
+#: The cover below is reached at step 12 (two bumps on consecutive read cycles with entries
+#: queued, then an entry two epochs on taken after a squash); the bounded data check goes
+#: three steps further (about 30 s; a step more doubles it).
+EPOCH_BMC_DEPTH = 15
+
+
+class DraftEpochProperties(Elaboratable):
+    """The draft queue with the reader's epoch bumped at any time, back to back or with
+    entries of several epochs in the queue, and the writer taking the reader's epoch at
+    any later time (it learns it through the feedback path).
+
+    ``data=False``: every entry presented carries the reader's current epoch, for all time
+    (k-induction; any number of switches, wrapping included: the check is of the
+    comparison, whatever the memory holds). ``data=True`` (bounded, at most ``EPOCHS - 1``
+    switches: the epoch width must cover the rejections in flight, the protocol's part):
+    the entries of an epoch come out in the order written, starting at its first and with
+    no gap, so no current entry is dropped and no stale one delivered.
+    """
+
+    def __init__(self, queue=DraftQueue, *, data: bool = False, cover: bool = False):
+        self.queue, self.data, self.cover = queue, data, cover
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.queue(EPOCH_PARAMS)
+        m.d.comb += [Assume(~ResetSignal("pim")), Assume(~ResetSignal("npu"))]
+        reader_epoch = Signal(EPOCH_PARAMS.epoch_bits)
+        writer_epoch = Signal(EPOCH_PARAMS.epoch_bits)
+        next_seq = Signal(8)
+        m.d.comb += [
+            dut.w.valid.eq(AnySeq(1)),
+            dut.w.payload.first_pos.eq(next_seq),
+            dut.w.payload.epoch.eq(writer_epoch),
+            dut.r.ready.eq(AnySeq(1)),
+            dut.r_epoch.eq(reader_epoch),
+            Assume(next_seq < 250),
+        ]
+        with m.If(dut.w.valid & dut.w.ready):
+            m.d.pim += next_seq.eq(next_seq + 1)
+        with m.If(AnySeq(1)):
+            m.d.pim += writer_epoch.eq(reader_epoch)
+        bumps = Signal(range(EPOCHS + 1))
+        with m.If(AnySeq(1)):
+            m.d.npu += [reader_epoch.eq(reader_epoch + 1), bumps.eq(bumps + 1)]
+        out = dut.r.payload
+        if self.cover:
+            # Two switches in consecutive read cycles while the queue holds entries, then an
+            # entry of the epoch two switches on taken after a squash.
+            bumped, twice, squashed = Signal(), Signal(), Signal()
+            previous = Signal.like(reader_epoch)
+            m.d.npu += [bumped.eq(0), previous.eq(reader_epoch)]
+            with m.If(reader_epoch != previous):
+                m.d.npu += bumped.eq(1)
+                with m.If(bumped & (dut.r_level > 1)):
+                    m.d.npu += twice.eq(1)
+            with m.If(dut.r_squashed):
+                m.d.npu += squashed.eq(1)
+            m.d.comb += Cover(twice & squashed & dut.r.valid & dut.r.ready & (out.epoch == 2))
+            return m
+        with m.If(dut.r.valid):
+            m.d.comb += Assert(out.epoch == reader_epoch)
+        if not self.data:
+            return m
+
+        m.d.comb += Assume(bumps < EPOCHS)
+        # The first sequence number written in each epoch, and whether one was.
+        first = [Signal(8, name=f"first_{e}") for e in range(EPOCHS)]
+        written = Signal(EPOCHS)
+        with m.If(dut.w.valid & dut.w.ready & ~written.bit_select(writer_epoch, 1)):
+            m.d.pim += written.bit_select(writer_epoch, 1).eq(1)
+            with m.Switch(writer_epoch):
+                for epoch in range(EPOCHS):
+                    with m.Case(epoch):
+                        m.d.pim += first[epoch].eq(next_seq)
+        first_of_out = Signal(8)
+        with m.Switch(out.epoch):
+            for epoch in range(EPOCHS):
+                with m.Case(epoch):
+                    m.d.comb += first_of_out.eq(first[epoch])
+        last_pos = Signal(8)
+        last_epoch = Signal(EPOCH_PARAMS.epoch_bits)
+        taken_any = Signal()
+        take = dut.r.valid & dut.r.ready
+        with m.If(take):
+            m.d.npu += [last_pos.eq(out.first_pos), last_epoch.eq(out.epoch), taken_any.eq(1)]
+            m.d.comb += Assert(written.bit_select(out.epoch, 1))
+            with m.If(taken_any & (last_epoch == out.epoch)):
+                m.d.comb += Assert(out.first_pos == last_pos + 1)
+            with m.Else():
+                m.d.comb += Assert(out.first_pos == first_of_out)
+        return m
+
+
+@pytest.mark.formal
+def test_no_stale_entry_is_ever_presented_proved():
+    check(
+        DraftEpochProperties(),
+        name="queues_epoch_prove",
+        mode="prove",
+        depth=INDUCTION_DEPTH,
+        multiclock=True,
+    )
+
+
+@pytest.mark.formal
+def test_epoch_switches_back_to_back_are_reachable():
+    check(
+        DraftEpochProperties(cover=True),
+        name="queues_epoch_cover",
+        mode="cover",
+        depth=EPOCH_BMC_DEPTH,
+        multiclock=True,
+    )
+
+
+@pytest.mark.formal
+@pytest.mark.long
+def test_epochs_switched_back_to_back_lose_and_leak_nothing():
+    check(
+        DraftEpochProperties(data=True),
+        name="queues_epoch_bmc",
+        mode="bmc",
+        depth=EPOCH_BMC_DEPTH,
+        multiclock=True,
+    )
+
+
+# The stale test on bit 0 only: an entry two epochs old passes as current.
+EPOCH_BIT0 = CATALOGUE["queues.epoch_bit0"]
+
+
+@pytest.mark.formal
+@pytest.mark.parametrize("data", [False, True], ids=["proof", "data"])
+def test_epoch_checks_fail_on_the_bit0_comparison(data):
+    queue = planted(DraftQueue, *EPOCH_BIT0)
+    with pytest.raises(pytest.fail.Exception, match="failed assertion"):
+        check(
+            DraftEpochProperties(queue, data=data),
+            name=f"queues_epoch_planted_{'data' if data else 'proof'}",
+            mode="prove" if not data else "bmc",
+            depth=INDUCTION_DEPTH if not data else EPOCH_BMC_DEPTH,
+            multiclock=True,
+        )
 
 
 # ---- unbounded: the pointers of all three queues (k-induction) --------------------------
