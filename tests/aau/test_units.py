@@ -360,6 +360,7 @@ class ExpPair(Elaboratable):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_exp_every_code_monotonic():
     """All 65,536 codes in ascending order, back to back, through B = 6 and B = 2: each
     output equals doc 4.1, and ``(n, M)`` never decreases from one code to the next (doc
@@ -390,9 +391,10 @@ def test_exp_every_code_monotonic():
 
 
 @pytest.mark.seeded
-@pytest.mark.parametrize("bits", [1, 3, 12])
+@pytest.mark.parametrize("bits", [1, 2, 3, 6, 12])
 def test_exp_other_tables_with_stalls(bits):
-    """Random codes and the range ends, with a tag, gaps on the input and output stalls."""
+    """Random codes and the range ends, with a tag, gaps on the input and output stalls (B = 6
+    and 2 too: their every-code run is a long check, sampled by ``make test``)."""
     rng = random.Random(choose_seed(bits))
     codes = [-32768, -32767, -1, 0, 1, 177, 178, 32766, 32767]
     codes += [rng.randrange(-32768, 32768) for _ in range(600)]
