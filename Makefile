@@ -10,7 +10,7 @@ TEST_EXTRAS ?= hf,ray
 comma := ,
 TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(subst $(comma),-,$(TEST_EXTRAS)))
 
-.PHONY: run test lint verilog area bench reproduce clean help regress mutate long validate
+.PHONY: run test lint verilog area bench reproduce clean help regress mutate long validate tools
 
 help:
 	@echo "make run    Verilog of every block, then the paper grid on every NPU+PIM platform: where AHASD pays"
@@ -58,6 +58,27 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Debian's tools some tests use besides the venv: Icarus (the 4-state check of the delivered
+# Verilog), the RISC-V GCC with picolibc (the C driver compiled for rv32). Installed with
+# apt-get when missing and apt-get is there (CI starts from a fresh machine, as root);
+# elsewhere the tests that need them skip and say why.
+SYSTEM_TOOLS := iverilog gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf
+tools:
+	@missing=""; for package in $(SYSTEM_TOOLS); do \
+		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "ok installed" \
+			|| missing="$$missing $$package"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's$$missing"; \
+		(apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 \
+		 || (apt-get update -q >/dev/null 2>&1 && \
+		     apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1)) \
+		|| echo "could not install$$missing: the tests that need them skip"; \
+	else \
+		echo "not installed:$$missing (no apt-get as root): the tests that need them skip"; \
+	fi
+
 $(TEST_STAMP): $(STAMP)
 	$(if $(strip $(TEST_EXTRAS)),$(BIN)/python -m pip install --quiet -e ".[$(TEST_EXTRAS)]")
 	touch $(TEST_STAMP)
@@ -76,7 +97,7 @@ PYTEST_WORKERS ?= 2
 # pytest's header prints (tests/conftest.py).
 MUTATION_SAMPLE ?= 2
 LONG_SAMPLE ?= 1
-test: lint $(TEST_STAMP)
+test: lint $(TEST_STAMP) tools
 	AHASD_LONG_SAMPLE=$(LONG_SAMPLE) $(BIN)/pytest -n $(PYTEST_WORKERS) -m "not extra_seed"
 	$(BIN)/python tests/harness/regress.py --seeds 2 --tier fast --blocks edc tvc queues gtsu \
 		--workers $(PYTEST_WORKERS)

@@ -7,10 +7,33 @@ Generated text is deterministic (Amaranth's output for a given component and ver
 file is only rewritten when its text changes, so its mtime (and every build that depends on
 it) stays put across runs.
 
+Module names
+------------
+Every module is named ``<prefix><block>`` (default :data:`DEFAULT_PREFIX`, ``ahasd_top``,
+``ahasd_edc``): a plain ``top`` would clash with the integrator's own modules. Amaranth names
+the submodules after the instance path below it (``ahasd_top.edc``), so the prefix reaches
+every module of the file.
+
+Time zero
+---------
+Yosys' ``write_verilog`` (which Amaranth uses) puts a dummy trigger register, initialised in
+its declaration, in the sensitivity of each ``always @*`` block so that simulators evaluate
+the block at time zero. Icarus (``-g2012``, version 11) does not treat the declaration's
+assignment as an event, so a block whose inputs all start at their initial values never
+runs and its outputs stay X until an input changes (``TVC_N_MAX`` read before any other TVC
+register read ``0x000000XX``; the first EDC decision after reset had X bits).
+:func:`time_zero_fix` adds one ``initial #0`` assignment to the trigger per module, which is
+an event; it is guarded by ``ifndef SYNTHESIS`` (synthesis tools define it and need no
+simulation event) and ``ifndef VERILATOR`` (Verilator settles every combinational block at
+time zero by itself, and would ask for ``--timing`` for a delay). Every Verilog file
+``ahasd verilog`` and the testbenches use carries it.
+
 Lint waivers
 ------------
 Amaranth's Verilog back end produces a few patterns that Verilator's ``-Wall`` reports and that
-are not design problems. They are waived here, in one place, and nowhere else:
+are not design problems. They are waived in one place, the Verilator configuration file
+``ahasd.vlt`` written beside the Verilog (:func:`waiver_file`, :data:`LINT_WAIVERS`), so an
+integrator's Verilator run is clean with the same file, and nowhere else:
 
 ``DECLFILENAME``
     Amaranth names the file after us, not the module after the file.
@@ -28,6 +51,7 @@ design gets fixed in the design.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -40,6 +64,51 @@ from ahasd.hw.blocks import Block
 from ahasd.output import write_file
 
 LINT_WAIVERS = ("DECLFILENAME", "UNUSEDSIGNAL", "PROCASSINIT")
+#: The prefix of every module name (``ahasd verilog --prefix`` changes it).
+DEFAULT_PREFIX = "ahasd_"
+#: The Verilator configuration file written beside the Verilog.
+WAIVER_FILE = "ahasd.vlt"
+
+
+def module_name(block: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """The Verilog module (and file stem) of ``block``: ``ahasd_top`` for ``top``."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix + block):
+        raise ValueError(f"module prefix {prefix!r} does not make a Verilog identifier")
+    return prefix + block
+
+
+def waiver_file(prefix: str = DEFAULT_PREFIX) -> str:
+    """The text of ``ahasd.vlt``: :data:`LINT_WAIVERS` for the files of our modules only
+    (``-file "*<prefix>*"``), so the integrator's own files keep every warning."""
+    lines = [
+        "`verilator_config",
+        "// Lint waivers of the AHASD Verilog for -Wall (why: docs/integration.md).",
+    ]
+    lines += [f'lint_off -rule {rule} -file "*{prefix}*"' for rule in LINT_WAIVERS]
+    return "\n".join(lines) + "\n"
+
+
+_DUMMY_TRIGGER = re.compile(
+    r"^(?P<indent>\s*)reg (?P<name>\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$",
+    re.MULTILINE,
+)
+
+
+def time_zero_fix(text: str) -> str:
+    """Make every ``always @*`` block of Amaranth's Verilog run at time zero in an
+    event-driven simulator (module docstring, "Time zero"): after each dummy trigger's
+    declaration, an ``initial #0`` assignment to it, for simulators other than Verilator."""
+
+    def fixed(match: re.Match) -> str:
+        indent, name = match["indent"], match["name"]
+        return (
+            f"{indent}reg {name} = 0;\n"
+            "`ifndef SYNTHESIS\n`ifndef VERILATOR\n"
+            f"{indent}initial #0 {name} = 1'b1;\n"
+            "`endif\n`endif"
+        )
+
+    return _DUMMY_TRIGGER.sub(fixed, text)
 
 
 def verilator_path() -> Path:
@@ -76,12 +145,12 @@ def component_verilog(component: object, name: str, domains: tuple[str, ...] = (
         ports[f"{prefix}clk"] = (clock_domain.clk, None)
         ports[f"{prefix}rst"] = (clock_domain.rst, None)
     text, _name_map = verilog.convert_fragment(fragment, ports, name, emit_src=False)
-    return text
+    return time_zero_fix(text)
 
 
-def convert(block: Block, params: object | None = None) -> str:
-    """Verilog text of ``block`` with ``params``; the top module is named after the block."""
-    return component_verilog(block.build(params), block.name, block.domains)
+def convert(block: Block, params: object | None = None, prefix: str = DEFAULT_PREFIX) -> str:
+    """Verilog text of ``block`` with ``params``; the top module is ``<prefix><block>``."""
+    return component_verilog(block.build(params), module_name(block.name, prefix), block.domains)
 
 
 def write_if_changed(path: Path, text: str) -> bool:
@@ -100,15 +169,17 @@ class LintResult:
     output: str
 
 
-def lint(path: Path, top: str) -> LintResult:
-    """``verilator --lint-only -Wall`` with the documented waivers."""
+def lint(path: Path, top: str, waivers: Path | None = None) -> LintResult:
+    """``verilator --lint-only -Wall`` with the waiver file ``waivers`` (``ahasd.vlt`` beside
+    ``path`` by default), the command docs/integration.md gives an integrator."""
+    waivers = path.parent / WAIVER_FILE if waivers is None else waivers
     command = [
         str(verilator_path()),
         "--lint-only",
         "-Wall",
-        *(f"-Wno-{waiver}" for waiver in LINT_WAIVERS),
         "--top-module",
         top,
+        str(waivers),
         str(path),
     ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ahasd.errors import UserError
 from ahasd.hw.blocks import BLOCKS, lookup
-from ahasd.hw.verilog import convert, lint
+from ahasd.hw.verilog import DEFAULT_PREFIX, WAIVER_FILE, convert, lint, module_name, waiver_file
 from ahasd.output import OutputSet, check_file, check_folder, write_file
 
 __all__ = [
@@ -62,6 +62,12 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})"
+    )
+    parser.add_argument(
+        "--prefix",
+        default=DEFAULT_PREFIX,
+        help=f"prefix of every module name and Verilog file (default: {DEFAULT_PREFIX}, "
+        f"giving {DEFAULT_PREFIX}top in {DEFAULT_PREFIX}top.v)",
     )
     parser.set_defaults(func=run)
 
@@ -202,20 +208,27 @@ def run(args: argparse.Namespace) -> int:
     """``ahasd verilog``: write every block's Verilog (and the top's register outputs) as one
     output set, then lint each Verilog file; exit status 1 on lint errors."""
     blocks = [lookup(name) for name in args.blocks] if args.blocks else list(BLOCKS.values())
+    prefix = args.prefix
+    try:
+        modules = {block.name: module_name(block.name, prefix) for block in blocks}
+    except ValueError as error:
+        raise UserError(f"--prefix: {error}") from None
     with_top = any(block.name == "top" for block in blocks)
-    names = [f"{block.name}.v" for block in blocks] + ([C_HEADER] if with_top else [])
+    names = [f"{modules[block.name]}.v" for block in blocks] + [WAIVER_FILE]
+    names += [C_HEADER] if with_top else []
     check_folder(args.out, option="--out", files=names)
     outputs = OutputSet(option="--out")
     for block in blocks:
-        outputs.add(args.out / f"{block.name}.v", convert(block))
+        outputs.add(args.out / f"{modules[block.name]}.v", convert(block, prefix=prefix))
+    outputs.add(args.out / WAIVER_FILE, waiver_file(prefix))
     if with_top:
         for path, data in register_outputs(args.out).items():
             outputs.add(path, data)
     written = outputs.commit()
     failures = 0
     for block in blocks:
-        path = args.out / f"{block.name}.v"
-        result = lint(path, block.name)
+        path = args.out / f"{modules[block.name]}.v"
+        result = lint(path, modules[block.name])
         state = "written" if written[path] else "unchanged"
         verdict = "lint clean" if result.ok else "LINT ERRORS"
         print(f"{block.name:10s} {path}  ({state}, {verdict})")
