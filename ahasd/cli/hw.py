@@ -1,9 +1,10 @@
 """``ahasd verilog`` and ``ahasd area``: the hardware blocks' Verilog and synthesis area.
 
 - ``verilog`` generates the Verilog of every block (or the named ones) and, with the
-  controller top, its C header (``ahasd_controller.h``) and HTML register map
-  (``regmap_html/``); writes them as one output set (:class:`ahasd.output.OutputSet`: an
-  unchanged file keeps its mtime) and lints each Verilog file;
+  controller top, its C header (``ahasd_controller.h``), C driver (``ahasd_driver.h``) and
+  HTML register map (``regmap_html/``), and the Verilator waiver file ``ahasd.vlt``; writes
+  them as one output set (:class:`ahasd.output.OutputSet`: an unchanged file keeps its
+  mtime) and lints each Verilog file;
 - ``area`` synthesises them onto sky130 cells and prints (or writes into a document) the
   table of cells, flip-flops and area. The document is checked (it exists and holds the
   markers) before anything is synthesised.
@@ -26,6 +27,7 @@ from ahasd.output import OutputSet, check_file, check_folder, write_file
 __all__ = [
     "AREA_BEGIN",
     "AREA_END",
+    "C_DRIVER",
     "C_HEADER",
     "DEFAULT_OUT",
     "HTML_FOLDER",
@@ -42,6 +44,7 @@ DEFAULT_OUT = Path("build/verilog")
 DEFAULT_AREA_OUT = Path("build/area")
 DEFAULT_TIMING_OUT = Path("build/timing")
 C_HEADER = "ahasd_controller.h"
+C_DRIVER = "ahasd_driver.h"
 HTML_FOLDER = "regmap_html"
 
 
@@ -215,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--prefix: {error}") from None
     with_top = any(block.name == "top" for block in blocks)
     names = [f"{modules[block.name]}.v" for block in blocks] + [WAIVER_FILE]
-    names += [C_HEADER] if with_top else []
+    names += [C_HEADER, C_DRIVER] if with_top else []
     check_folder(args.out, option="--out", files=names)
     outputs = OutputSet(option="--out")
     for block in blocks:
@@ -238,22 +241,24 @@ def run(args: argparse.Namespace) -> int:
         if block.name == "top":
             html = args.out / HTML_FOLDER / "index.html"
             print(f"{'':10s} {args.out / C_HEADER}, {html}  (register map of hw/regmap.rdl)")
+            print(f"{'':10s} {args.out / C_DRIVER}  (C driver, docs/integration.md)")
     print(f"Verilog of {len(blocks)} block(s) in {args.out.resolve()}")
     return 1 if failures else 0
 
 
 def register_outputs(out: Path) -> dict[Path, bytes]:
-    """The top's C header and HTML register map (default parameters), as the files to write
-    under ``out`` (path -> bytes)."""
+    """The top's C header, C driver and HTML register map (default parameters), as the files
+    to write under ``out`` (path -> bytes)."""
     import tempfile
 
-    from ahasd.regmap import write_c_header, write_html
+    from ahasd.regmap import c_driver, write_c_header, write_html
 
     files = {}
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
         write_c_header(scratch / C_HEADER)
         files[out / C_HEADER] = (scratch / C_HEADER).read_bytes()
+        files[out / C_DRIVER] = c_driver().encode()
         write_html(scratch / HTML_FOLDER)
         for source in sorted((scratch / HTML_FOLDER).rglob("*")):
             if source.is_file():
