@@ -88,6 +88,99 @@ def waiver_file(prefix: str = DEFAULT_PREFIX) -> str:
     return "\n".join(lines) + "\n"
 
 
+def crossings_sdc(prefix: str = DEFAULT_PREFIX) -> str:
+    """SDC constraints of the controller top's clock-domain crossings (``docs/integration.md``).
+
+    Every signal that crosses a clock domain in the top is inside one of the three
+    ``AsyncFIFO`` queues (:data:`ahasd.hw.queues.QUEUE_DOMAINS`): per queue, the
+    writer's Gray-coded pointer into the reader's two-flop synchroniser (``produce_cdc``),
+    the reader's Gray pointer back (``consume_cdc``), the storage read by the reader's
+    registered read port (stable by the pointer protocol while it is read), and the
+    writer's reset into the reader's reset synchroniser (``rst_cdc``: asserted
+    asynchronously, released through two flops). Each Gray pointer and the storage get a
+    maximum delay of the smaller of the two clocks' periods (the bits of one pointer value
+    must arrive within one capture period of each other, so at most one bit is in flight)
+    and no hold check; the reset's assertion is a false path. Nothing else may cross, so no
+    ``set_clock_groups`` (it would override the maximum delays in most tools).
+    """
+    from ahasd.hw.queues import QUEUE_DOMAINS
+    from ahasd.hw.timing import CLOCK_TARGETS_MHZ
+
+    top = module_name("top", prefix)
+    lines = [
+        f"# Clock-domain crossings of {top} ({top}.v), written by `ahasd verilog`.",
+        '# Why each constraint: docs/integration.md, "Clock domains and crossings".',
+        "#",
+        "# Set before sourcing (defaults in brackets):",
+        "#   AHASD_INST   hierarchical path of the instance, with its trailing separator",
+        f'#                ("soc/u_ahasd/"); empty [] when {top} is the design\'s top',
+        "#   AHASD_SEP    the hierarchy separator of your flow [/]",
+        "#   AHASD_<D>_PERIOD  clock periods in ns [the targets: "
+        + ", ".join(f"{d} {1e3 / mhz:g}" for d, mhz in CLOCK_TARGETS_MHZ.items())
+        + "]",
+        "#   AHASD_<D>_CLOCK   your names of the three clocks [pim_clk, npu_clk, cpu_clk]",
+        "#   AHASD_CREATE_CLOCKS  1: create the three clocks on the ports (the IP alone) [0]",
+        "",
+        'if {![info exists AHASD_INST]} { set AHASD_INST "" }',
+        'if {![info exists AHASD_SEP]} { set AHASD_SEP "/" }',
+        "if {![info exists AHASD_CREATE_CLOCKS]} { set AHASD_CREATE_CLOCKS 0 }",
+    ]
+    for domain, mhz in CLOCK_TARGETS_MHZ.items():
+        var = f"AHASD_{domain.upper()}_PERIOD"
+        lines.append(f"if {{![info exists {var}]}} {{ set {var} {1e3 / mhz:g} }}")
+        clock = f"AHASD_{domain.upper()}_CLOCK"
+        lines.append(f"if {{![info exists {clock}]}} {{ set {clock} {domain}_clk }}")
+    lines += [
+        "",
+        "proc ahasd_cells {path} {",
+        "    global AHASD_INST AHASD_SEP",
+        '    return [get_cells "${AHASD_INST}[string map [list / $AHASD_SEP] $path]"]',
+        "}",
+        "proc ahasd_pin {name} {",
+        "    global AHASD_INST",
+        '    if {$AHASD_INST eq ""} { return [get_ports $name] }',
+        '    return [get_pins "${AHASD_INST}$name"]',
+        "}",
+        "",
+        "if {$AHASD_CREATE_CLOCKS} {",
+    ]
+    for domain in CLOCK_TARGETS_MHZ:
+        var = f"AHASD_{domain.upper()}_PERIOD"
+        lines.append(
+            f"    create_clock -name $AHASD_{domain.upper()}_CLOCK -period ${var} "
+            f"[get_ports {domain}_clk]"
+        )
+    lines.append("}")
+    for queue, (w, r) in QUEUE_DOMAINS.items():
+        fifo = f"queues/{queue}/fifo"
+        w_period, r_period = f"$AHASD_{w.upper()}_PERIOD", f"$AHASD_{r.upper()}_PERIOD"
+        period = f"[expr {{min({w_period}, {r_period})}}]"
+        lines += [
+            "",
+            f"# The {queue} queue: written in {w}, read in {r}.",
+            f"set ahasd_period {period}",
+            f"# Gray write pointer ({w}) into the reader's synchroniser ({r}).",
+            f"set_max_delay $ahasd_period -from [ahasd_cells {fifo}/produce_w_gry*] "
+            f"-to [get_clocks $AHASD_{r.upper()}_CLOCK]",
+            f"set_false_path -hold -from [ahasd_cells {fifo}/produce_w_gry*] "
+            f"-to [get_clocks $AHASD_{r.upper()}_CLOCK]",
+            f"# Gray read pointer ({r}) into the writer's synchroniser ({w}).",
+            f"set_max_delay $ahasd_period -from [ahasd_cells {fifo}/consume_r_gry*] "
+            f"-to [get_clocks $AHASD_{w.upper()}_CLOCK]",
+            f"set_false_path -hold -from [ahasd_cells {fifo}/consume_r_gry*] "
+            f"-to [get_clocks $AHASD_{w.upper()}_CLOCK]",
+            f"# Storage ({w}) read by the reader's registered port ({r}).",
+            f"set_max_delay $ahasd_period -from [ahasd_cells {fifo}/storage*] "
+            f"-to [get_clocks $AHASD_{r.upper()}_CLOCK]",
+            f"set_false_path -hold -from [ahasd_cells {fifo}/storage*] "
+            f"-to [get_clocks $AHASD_{r.upper()}_CLOCK]",
+            f"# The writer's reset ({w}_rst) asserts the reader's reset synchroniser "
+            "asynchronously.",
+            f"set_false_path -from [ahasd_pin {w}_rst] -to [ahasd_cells {fifo}/rst_cdc/stage*]",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 _DUMMY_TRIGGER = re.compile(
     r"^(?P<indent>\s*)reg (?P<name>\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$",
     re.MULTILINE,

@@ -2,7 +2,8 @@
 
 - ``verilog`` generates the Verilog of every block (or the named ones) and, with the
   controller top, its C header (``ahasd_controller.h``), C driver (``ahasd_driver.h``) and
-  HTML register map (``regmap_html/``), and the Verilator waiver file ``ahasd.vlt``; writes
+  HTML register map (``regmap_html/``) and crossings' SDC (``ahasd_top.sdc``), and the
+  Verilator waiver file ``ahasd.vlt``; writes
   them as one output set (:class:`ahasd.output.OutputSet`: an unchanged file keeps its
   mtime) and lints each Verilog file;
 - ``area`` synthesises them onto sky130 cells and prints (or writes into a document) the
@@ -21,7 +22,15 @@ from pathlib import Path
 
 from ahasd.errors import UserError
 from ahasd.hw.blocks import BLOCKS, lookup
-from ahasd.hw.verilog import DEFAULT_PREFIX, WAIVER_FILE, convert, lint, module_name, waiver_file
+from ahasd.hw.verilog import (
+    DEFAULT_PREFIX,
+    WAIVER_FILE,
+    convert,
+    crossings_sdc,
+    lint,
+    module_name,
+    waiver_file,
+)
 from ahasd.output import OutputSet, check_file, check_folder, write_file
 
 __all__ = [
@@ -218,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--prefix: {error}") from None
     with_top = any(block.name == "top" for block in blocks)
     names = [f"{modules[block.name]}.v" for block in blocks] + [WAIVER_FILE]
-    names += [C_HEADER, C_DRIVER] if with_top else []
+    sdc = f"{module_name('top', prefix)}.sdc"
+    names += [C_HEADER, C_DRIVER, sdc] if with_top else []
     check_folder(args.out, option="--out", files=names)
     outputs = OutputSet(option="--out")
     for block in blocks:
@@ -227,6 +237,8 @@ def run(args: argparse.Namespace) -> int:
     if with_top:
         for path, data in register_outputs(args.out).items():
             outputs.add(path, data)
+        # The crossings' constraints, named after the top module (SDC_FILE by default).
+        outputs.add(args.out / sdc, crossings_sdc(prefix))
     written = outputs.commit()
     failures = 0
     for block in blocks:
@@ -242,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
             html = args.out / HTML_FOLDER / "index.html"
             print(f"{'':10s} {args.out / C_HEADER}, {html}  (register map of hw/regmap.rdl)")
             print(f"{'':10s} {args.out / C_DRIVER}  (C driver, docs/integration.md)")
+            print(f"{'':10s} {args.out / sdc}  (clock-domain crossings, SDC)")
     print(f"Verilog of {len(blocks)} block(s) in {args.out.resolve()}")
     return 1 if failures else 0
 
