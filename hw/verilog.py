@@ -241,6 +241,15 @@ def component_verilog(component: object, name: str, domains: tuple[str, ...] = (
     return time_zero_fix(text)
 
 
+def block_digest(block: Block) -> str:
+    """The first 12 hex digits of the SHA-256 of ``block``'s Verilog (default parameters and
+    prefix): what ``docs/hardware.md`` records beside each block's measurements, so a test
+    can tell a table measured on other RTL (``tests/test_hardware_doc.py``)."""
+    import hashlib
+
+    return hashlib.sha256(convert(block).encode()).hexdigest()[:12]
+
+
 def convert(block: Block, params: object | None = None, prefix: str = DEFAULT_PREFIX) -> str:
     """Verilog text of ``block`` with ``params``; the top module is ``<prefix><block>``."""
     return component_verilog(block.build(params), module_name(block.name, prefix), block.domains)
