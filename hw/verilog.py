@@ -104,7 +104,7 @@ def crossings_sdc(prefix: str = DEFAULT_PREFIX) -> str:
     ``set_clock_groups`` (it would override the maximum delays in most tools).
     """
     from ahasd.hw.queues import QUEUE_DOMAINS
-    from ahasd.hw.timing import CLOCK_TARGETS_MHZ
+    from ahasd.params import CLOCK_TARGETS_MHZ
 
     top = module_name("top", prefix)
     lines = [
