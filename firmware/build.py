@@ -90,9 +90,11 @@ def build_firmware(out: Path) -> Path:
 
 @dataclass(frozen=True)
 class FirmwareRun:
-    """What the simulated SoC printed: the console values, the result, the cycles."""
+    """What the simulated SoC printed: the console values, the cycles from each rise of irq
+    to the write that answered it, the result, the cycles."""
 
     console: list[int]
+    irq_to_answer: list[int]
     result: int | None
     cycles: int | None
     log: str
@@ -133,9 +135,10 @@ def run_soc(out: Path, hex_file: Path) -> FirmwareRun:
     done = subprocess.run(["vvp", "-n", str(vvp)], capture_output=True, text=True, check=True)
     log = done.stdout
     console = [int(v) for v in re.findall(r"^FW console (\d+)$", log, re.MULTILINE)]
+    answers = [int(v) for v in re.findall(r"^FW irq to answer (\d+) cycles$", log, re.MULTILINE)]
     found = re.search(r"^FW result (\d+) after (\d+) cycles$", log, re.MULTILINE)
     result, cycles = (int(found[1]), int(found[2])) if found else (None, None)
-    return FirmwareRun(console, result, cycles, log)
+    return FirmwareRun(console, answers, result, cycles, log)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 // A small SoC in simulation: PicoRV32 (RV32I, cycle counter), 16 KiB of RAM at 0 holding the
 // firmware, the AHASD controller's AXI4-Lite port at 0x40000000 (4 KiB) through a bridge from
 // the core's memory interface, and a console word at 0x10000000 (each write printed) and an
-// exit word at 0x10000004 (the firmware's result; the simulation ends). One clock: the
+// exit word at 0x10000004 (the firmware's result; the simulation ends); the controller's
+// irq is the core's interrupt 3 (firmware/start.S has the entry). One clock: the
 // controller's pim, npu and cpu domains all run on it. The controller's event and queue
 // inputs are tied off (ahasd_tieoff.vh, generated from the top's ports): the firmware's
 // side alone is exercised.
@@ -13,12 +14,28 @@ module ahasd_soc (input clk, input rst, output reg done, output reg [31:0] resul
     wire [3:0]  mem_wstrb;
     reg  [31:0] mem_rdata;
 
-    picorv32 #(.ENABLE_COUNTERS(1), .ENABLE_IRQ(0), .PROGADDR_RESET(32'h0),
-               .STACKADDR(32'h4000)) cpu (
+    wire irq;
+    // The controller's irq is a level (high until its causes are cleared): not latched.
+    picorv32 #(.ENABLE_COUNTERS(1), .ENABLE_IRQ(1), .ENABLE_IRQ_QREGS(0), .LATCHED_IRQ(~32'h8),
+               .PROGADDR_RESET(32'h0), .PROGADDR_IRQ(32'h10), .STACKADDR(32'h4000)) cpu (
         .clk(clk), .resetn(!rst), .mem_valid(mem_valid), .mem_instr(mem_instr),
         .mem_ready(mem_ready), .mem_addr(mem_addr), .mem_wdata(mem_wdata),
         .mem_wstrb(mem_wstrb), .mem_rdata(mem_rdata), .pcpi_wr(1'b0), .pcpi_rd(32'h0),
-        .pcpi_wait(1'b0), .pcpi_ready(1'b0), .irq(32'h0));
+        .pcpi_wait(1'b0), .pcpi_ready(1'b0), .irq({28'h0, irq, 3'h0}));
+
+    // The CPU's cost of an event: cycles from the rise of irq to the AW handshake of the
+    // write that answers it (the clear of IRQ_STATUS), one line per interrupt.
+    integer now = 0, irq_rose = -1;
+    reg irq_before = 0;
+    always @(posedge clk) begin
+        now <= now + 1;
+        irq_before <= irq;
+        if (irq && !irq_before) irq_rose <= now;
+        if (awvalid && awready && mem_addr[11:0] == 12'h014 && irq_rose >= 0) begin
+            $display("FW irq to answer %0d cycles", now - irq_rose);
+            irq_rose <= -1;
+        end
+    end
 
     reg [31:0] ram [0:4095];
     integer i;
@@ -33,7 +50,6 @@ module ahasd_soc (input clk, input rst, output reg done, output reg [31:0] resul
     wire [31:0] rdata;
     wire [1:0] bresp, rresp;
     reg        busy;
-    wire       irq;
     wire       ahasd = mem_addr[31:12] == 20'h40000;
 
     always @(posedge clk) begin

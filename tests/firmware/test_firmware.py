@@ -1,9 +1,10 @@
 """The controller brought up by firmware on a RISC-V core in simulation (``make firmware``,
 ``firmware/build.py``): the firmware, cross-compiled for RV32I on the C driver, runs on
 PicoRV32 in ``firmware/soc.v`` under Icarus, with the controller's delivered Verilog on the
-core's bus. It programs the controller through the driver alone (bring-up, the TVC tables,
-two mask changes that move every rank, an EDC error served by the interrupt service) and
-reads each step back; its result is 0 only when every check held. Skips, saying which tool
+core's bus and its irq wired to the core. It programs the controller through the driver
+alone (bring-up, the TVC tables, two mask changes that move every rank, an EDC error served
+by the interrupt handler on the driver's interrupt service) and reads each step back; its
+result is 0 only when every check held. Skips, saying which tool
 is missing, without the RISC-V GCC or Icarus (``make tools`` installs both).
 """
 
@@ -28,12 +29,16 @@ def test_firmware_brings_the_controller_up_on_a_risc_v_core(tmp_path):
         pytest.skip(f"not installed: {', '.join(missing)} (make tools installs them)")
     run = build.run_soc(tmp_path, build.build_firmware(tmp_path))
     assert run.result == 0, f"the firmware's check {run.result} failed:\n{run.log}"
-    # Bring-up and one interrupt service, in CPU cycles, as the firmware counted them.
-    bring_up, service = run.console
-    assert 0 < service < bring_up
+    # Bring-up, and the EDC error from the raw write to the handler's return, in CPU cycles
+    # as the firmware counted them; the testbench's count from the rise of irq to the
+    # answering write (the clear of IRQ_STATUS): one interrupt, one answer.
+    bring_up, error_round_trip = run.console
+    assert len(run.irq_to_answer) == 1, run.log
+    (answer,) = run.irq_to_answer
+    assert 0 < answer < error_round_trip
     print(
-        f"AHASD: firmware bring-up {bring_up} CPU cycles, interrupt service {service}, "
-        f"whole run {run.cycles} cycles"
+        f"AHASD: firmware bring-up {bring_up} CPU cycles; irq to its answering write "
+        f"{answer} cycles; whole run {run.cycles} cycles"
     )
 
 
