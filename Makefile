@@ -10,11 +10,12 @@ TEST_EXTRAS ?= hf,ray
 comma := ,
 TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(subst $(comma),-,$(TEST_EXTRAS)))
 
-.PHONY: run test lint verilog area bench reproduce clean help regress mutate long validate
+.PHONY: run test lint verilog area bench reproduce clean help regress mutate long validate tools firmware
 
 help:
 	@echo "make run    Verilog of every block, then the paper grid on every NPU+PIM platform: where AHASD pays"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
+	@echo "make firmware  the controller brought up by firmware on a RISC-V core in simulation"
 	@echo "make area   area (sky130) and timing (ECP5 place and route, 28 nm estimate) into docs/hardware.md"
 	@echo "make reproduce  the paper's evaluation on every platform and GPU baseline, sensitivity,"
 	@echo "                regime map: build/reproduce/report.md (resumable)"
@@ -50,6 +51,11 @@ reproduce: $(STAMP)
 verilog: $(STAMP)
 	$(BIN)/ahasd verilog
 
+# The controller brought up by firmware on a RISC-V core (PicoRV32) in simulation (Icarus):
+# the firmware cross-compiled on the C driver, the SoC run, its console and result printed.
+firmware: $(STAMP) tools
+	$(BIN)/python firmware/build.py --out build/firmware
+
 area: $(STAMP)
 	$(BIN)/ahasd area --doc docs/hardware.md
 	$(BIN)/ahasd timing --doc docs/hardware.md
@@ -57,6 +63,28 @@ area: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# Debian's tools some tests use besides the venv: Icarus (the 4-state check of the delivered
+# Verilog, the firmware's SoC), the RISC-V GCC (the C driver compiled for rv32, the
+# firmware; freestanding, so no C library). Installed with
+# apt-get when missing and apt-get is there (CI starts from a fresh machine, as root);
+# elsewhere the tests that need them skip and say why.
+SYSTEM_TOOLS := iverilog gcc-riscv64-unknown-elf
+tools:
+	@missing=""; for package in $(SYSTEM_TOOLS); do \
+		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "ok installed" \
+			|| missing="$$missing $$package"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's$$missing"; \
+		(apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 \
+		 || (apt-get update -q >/dev/null 2>&1 && \
+		     apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1)) \
+		|| echo "could not install$$missing: the tests that need them skip"; \
+	else \
+		echo "not installed:$$missing (no apt-get as root): the tests that need them skip"; \
+	fi
 
 $(TEST_STAMP): $(STAMP)
 	$(if $(strip $(TEST_EXTRAS)),$(BIN)/python -m pip install --quiet -e ".[$(TEST_EXTRAS)]")
@@ -76,7 +104,7 @@ PYTEST_WORKERS ?= 2
 # pytest's header prints (tests/conftest.py).
 MUTATION_SAMPLE ?= 2
 LONG_SAMPLE ?= 1
-test: lint $(TEST_STAMP)
+test: lint $(TEST_STAMP) tools
 	AHASD_LONG_SAMPLE=$(LONG_SAMPLE) $(BIN)/pytest -n $(PYTEST_WORKERS) -m "not extra_seed"
 	$(BIN)/python tests/harness/regress.py --seeds 2 --tier fast --blocks edc tvc queues gtsu \
 		--workers $(PYTEST_WORKERS)

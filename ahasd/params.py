@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 __all__ = [
+    "CLOCK_TARGETS_MHZ",
     "ENTROPY_BITS",
     "ENTROPY_FRAC_BITS",
     "AAUParams",
@@ -28,6 +29,12 @@ __all__ = [
     "TopParams",
     "entropy_to_fixed",
 ]
+
+#: Clock targets per domain: the spec's PIM clock (800 MHz) and NPU clock (1 GHz). The spec
+#: names no clock for the CPU side of the pre-verification queue; it is held to 1 GHz, the
+#: faster of the two it names (a phone SoC's system-bus clock is in that range). Used by
+#: ``ahasd timing`` (the targets) and the crossings' SDC (the default periods).
+CLOCK_TARGETS_MHZ = {"pim": 800.0, "npu": 1000.0, "cpu": 1000.0}
 
 ENTROPY_FRAC_BITS = 12
 ENTROPY_BITS = 16

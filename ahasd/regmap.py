@@ -53,6 +53,7 @@ __all__ = [
     "Field",
     "Register",
     "RegisterMap",
+    "c_driver",
     "markdown",
     "rdl_parameters",
     "rdl_source",
@@ -371,6 +372,59 @@ def register_map(params: TopParams | None = None) -> RegisterMap:
         if cause.access != "w1c" or regmap.irq_enable(cause.name).access != "rw":
             raise ValueError(f"{IRQ_STATUS}.{cause.name} has no read/write enable bit")
     return regmap
+
+
+# -- the C driver ---------------------------------------------------------------------------
+
+#: The error causes of ``IRQ_STATUS`` (the driver's interrupt service reads ``ERROR`` then).
+IRQ_ERROR_CAUSES = ("edc_error", "tvc_error", "gtsu_error")
+
+
+def _c_hex(value: int) -> str:
+    return f"0x{value:08X}u" if value < 1 << 32 else f"0x{value:X}ull"
+
+
+def _driver_macros(regmap: RegisterMap) -> str:
+    """The generated part of ``ahasd_driver.h``: offsets, resets, write masks, fields."""
+    lines = []
+    for group, regs in regmap.groups().items():
+        first = regs[0]
+        name = f"AHASD_{group}"
+        kind = f"{first.width} bits" + (f", array of {len(regs)}" if len(regs) > 1 else "")
+        lines.append(f"/* {first.title} ({kind}) */")
+        if len(regs) > 1:
+            stride = regs[1].address - first.address
+            lines.append(
+                f"#define {name}_OFFSET(i) (0x{first.address:03X}u + {stride}u * (uint32_t)(i))"
+            )
+        else:
+            lines.append(f"#define {name}_OFFSET 0x{first.address:03X}u")
+        if first.width == DATA_BITS:
+            lines.append(f"#define {name}_RESET {_c_hex(first.reset)}")
+            lines.append(f"#define {name}_WRITE_MASK {_c_hex(first.write_mask)}")
+        for f in first.fields:
+            field = f"{name}_{f.name.upper()}"
+            lines.append(f"#define {field}_SHIFT {f.lsb}u")
+            lines.append(f"#define {field}_WIDTH {f.width}u")
+            if first.width == DATA_BITS:
+                lines.append(f"#define {field}_MASK {_c_hex(f.mask)}")
+    depth = len(regmap.groups()["TVC_NVCT"])
+    lines.append(f"#define AHASD_TVC_DEPTH {depth}u")
+    causes = " | ".join(f"AHASD_{IRQ_STATUS}_{c.upper()}_MASK" for c in IRQ_ERROR_CAUSES)
+    lines.append(f"#define AHASD_IRQ_ERROR_CAUSES ({causes})")
+    return "\n".join(lines)
+
+
+def c_driver(params: TopParams | None = None) -> str:
+    """The C driver ``ahasd_driver.h`` of the map for ``params``: register offsets, resets,
+    write masks and fields generated from the compiled map, and the driver's functions
+    (fixed text, ``hw/ahasd_driver.h.in``): 32-bit volatile accesses only, the 64-bit
+    register protocol, bring-up, EDC/TVC configuration, the GTSU mask change, interrupt
+    service (``docs/integration.md``)."""
+    regmap = register_map(params)
+    template = resources.files("ahasd.hw").joinpath("ahasd_driver.h.in").read_text()
+    described = ", ".join(f"{k}={v}" for k, v in rdl_parameters(regmap.params).items())
+    return template.replace("@PARAMS@", described).replace("@REGISTERS@", _driver_macros(regmap))
 
 
 # -- PeakRDL exporters ---------------------------------------------------------------------

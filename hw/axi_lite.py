@@ -120,7 +120,11 @@ class AXI4LiteSubordinate(wiring.Component):
         The register access (module docstring).
 
     Latency: a read's ``RVALID`` rises 2 cycles after its AR handshake; a write's ``BVALID``
-    2 cycles after the later of its AW and W handshakes; more when the register file waits
+    2 cycles after the later of its AW and W handshakes, with a register file that takes an
+    access in the cycle it is presented; one more per cycle the register file holds
+    ``ready`` low (the controller's :class:`~ahasd.hw.registers.RegisterFile` decodes for
+    one cycle: 3 in the controller top, ``docs/integration.md``); more when the register
+    file waits
     or the other direction's access goes first. Throughput: one write and one read every 2
     cycles each, alternating when both are pending. Back-pressure: ``AWREADY`` is low while
     a write address is held, ``WREADY`` while a write beat is held, ``ARREADY`` while a read

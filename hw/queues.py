@@ -28,6 +28,7 @@ from amaranth.lib.wiring import In, Out
 from ahasd.params import QueueParams
 
 __all__ = [
+    "QUEUE_DOMAINS",
     "AsyncQueues",
     "DraftQueue",
     "Queue",
@@ -35,6 +36,11 @@ __all__ = [
     "feedback_entry_layout",
     "preverify_entry_layout",
 ]
+
+
+#: ``{queue: (writer domain, reader domain)}``: every clock-domain crossing of
+#: :class:`AsyncQueues` (and so of the controller top).
+QUEUE_DOMAINS = {"draft": ("pim", "npu"), "feedback": ("npu", "pim"), "preverify": ("cpu", "pim")}
 
 
 def draft_entry_layout(params: QueueParams) -> data.StructLayout:
@@ -232,18 +238,20 @@ class AsyncQueues(wiring.Component):
             raise _rejected(self, TypeError(f"params must be a QueueParams, not {params!r}"))
         self.params = params
         self._queues = {
-            "draft": DraftQueue(params),
+            "draft": DraftQueue(
+                params, w_domain=QUEUE_DOMAINS["draft"][0], r_domain=QUEUE_DOMAINS["draft"][1]
+            ),
             "feedback": Queue(
                 feedback_entry_layout(params),
                 params.feedback_depth,
-                w_domain="npu",
-                r_domain="pim",
+                w_domain=QUEUE_DOMAINS["feedback"][0],
+                r_domain=QUEUE_DOMAINS["feedback"][1],
             ),
             "preverify": Queue(
                 preverify_entry_layout(params),
                 params.preverify_depth,
-                w_domain="cpu",
-                r_domain="pim",
+                w_domain=QUEUE_DOMAINS["preverify"][0],
+                r_domain=QUEUE_DOMAINS["preverify"][1],
             ),
         }
         members = {}

@@ -121,19 +121,24 @@ class RegisterFile(wiring.Component):
     Members
     -------
     access : In(register_access_signature(WORD_BITS, 32))
-        The bridge's register accesses (:mod:`ahasd.hw.axi_lite`): answered in the cycle
-        they are presented (``ready``, ``rdata``, ``error``), acting at the edge that takes
-        them.
+        The bridge's register accesses (:mod:`ahasd.hw.axi_lite`): decoded in the cycle they
+        are first presented, answered (``ready``, ``rdata``, ``error``) from the next cycle
+        on, acting at the edge that takes them. The presenter keeps an access of one
+        direction (``write``) unchanged until it is taken; presenting the other direction in
+        between is allowed and starts a new decode.
     irq : Out(1)
         High while an ``IRQ_STATUS`` cause and its ``IRQ_ENABLE`` bit are both 1 (from
         registers, no combinational path from an input).
     <group> : Out(group_signature(...)), one per RDL instance that needs ports
         (:func:`port_name`: ``edc_hmax``, ``tvc_nvct``, ...; see :func:`group_signature`).
 
-    Latency: none on reads (``rdata`` follows ``addr`` combinationally); writes act at the
-    edge that takes them; an interrupt cause is set at the edge after its condition rises.
-    ``ready`` is low only for a write that reaches an ``external`` register whose ``write``
-    port is not ready.
+    Latency: one cycle of decode: an access presented in cycle 0 is answered and taken at
+    the end of cycle 1 at the earliest (the word selects are registers: the address decode
+    is off the paths into the blocks, which kept the ``pim`` clock below 800 MHz at 28 nm);
+    reads show the registers' values in the cycle they are taken; writes act at the edge
+    that takes them; an interrupt cause is set at the edge after its condition rises.
+    ``ready`` is low in a decode cycle and for a write that reaches an ``external`` register
+    whose ``write`` port is not ready. Throughput: one access every 2 cycles.
     """
 
     def __init__(self, regmap: RegisterMap):
@@ -155,6 +160,20 @@ class RegisterFile(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         access = self.access
+        # The registered decode: each word select is a register, loaded from the address of
+        # the access presented in the cycle before. An access is answered once it has been
+        # presented for a cycle with the same direction (``write``): the bridge keeps each
+        # direction's address, data and strobes until that access is taken, but may present
+        # the other direction in between (a read goes by a write that waits), and a change
+        # of direction costs a new decode cycle. The first cycle after a taken access is a
+        # decode cycle too, as the next access may have a new address.
+        presented = Signal(name="decode_presented")
+        presented_write = Signal(name="decode_write")
+        m.d.sync += [
+            presented.eq(access.valid & ~(access.valid & access.ready)),
+            presented_write.eq(access.write),
+        ]
+        self._decoded = access.valid & presented & ~(access.write ^ presented_write)
         self._taken = access.valid & access.ready
         self._strobe_mask = Signal(DATA_BITS)
         m.d.comb += self._strobe_mask.eq(Cat(*(bit.replicate(8) for bit in access.wstrb)))
@@ -177,7 +196,7 @@ class RegisterFile(wiring.Component):
                 word_selects = []
                 for address in reg.word_addresses:
                     select = Signal(name=f"select_{_tag(reg)}_{(address - reg.address) // 4}")
-                    m.d.comb += select.eq(_equals(access.addr, address >> 2))
+                    m.d.sync += select.eq(_equals(access.addr, address >> 2))
                     word_selects.append(select)
                 hits += word_selects
                 selected.append(Cat(*word_selects).any())
@@ -202,7 +221,7 @@ class RegisterFile(wiring.Component):
 
         m.d.comb += [
             access.error.eq(~Cat(*hits).any() | (access.write & Cat(*refused).any())),
-            access.ready.eq(~(access.valid & access.write & Cat(*waits).any())),
+            access.ready.eq(self._decoded & ~(access.write & Cat(*waits).any())),
             access.rdata.eq(_or_tree(read_terms)),
         ]
         self._interrupts(m)
@@ -318,7 +337,7 @@ class RegisterFile(wiring.Component):
         if reg.external and rw_fields:
             port = ports.write
             touches = Cat(*(changed[f.lsb : f.lsb + f.width] for f in rw_fields)).any()
-            offer = access.valid & access.write & Cat(*(word_selects[w] for w in writing)).any()
+            offer = self._decoded & access.write & Cat(*(word_selects[w] for w in writing)).any()
             offer = offer & touches
             with m.If(Cat(*word_selects).any()):
                 for f in rw_fields:

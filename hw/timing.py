@@ -68,11 +68,7 @@ from amaranth.lib import wiring
 from ahasd.errors import UserError
 from ahasd.hw.blocks import BLOCKS
 from ahasd.hw.verilog import write_if_changed
-
-#: Clock targets per domain: the spec's PIM clock (800 MHz) and NPU clock (1 GHz). The spec
-#: names no clock for the CPU side of the pre-verification queue; it is held to 1 GHz, the
-#: faster of the two it names (a phone SoC's system-bus clock is in that range).
-CLOCK_TARGETS_MHZ = {"pim": 800.0, "npu": 1000.0, "cpu": 1000.0}
+from ahasd.params import CLOCK_TARGETS_MHZ
 
 #: FO4 inverter delay at 28 nm, in ps. Rule of thumb in N. Weste and D. Harris, "CMOS VLSI
 #: Design: A Circuits and Systems Perspective", 4th ed., Addison-Wesley, 2011: the FO4 delay

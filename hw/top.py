@@ -99,8 +99,10 @@ class ControllerTop(wiring.Component):
 
     Latency: the blocks' own on the event ports (EDC decision 2 cycles, TVC answer ``4 +
     divider_cycles``, GTSU switch ``t_off + t_on``); the top adds no register stage on any
-    event path. AXI: a read's ``RVALID`` 2 cycles after its AR handshake, a write's
-    ``BVALID`` 2 cycles after its later AW/W handshake, plus the time a write to a TVC
+    event path. AXI (``docs/integration.md``, "The bus"): ``RVALID`` is high from the 3rd
+    cycle after the cycle of the AR handshake (cycle 0), ``BVALID`` from the 3rd after the
+    later AW/W handshake's (the bridge's 2 and the register file's decode cycle), plus the
+    time a write to a TVC
     register waits for a ``LEARN`` or an ``ASK`` to finish (at most ``2 + divider_cycles``
     cycles plus the time an answer waits on ``tvc_ans.ready``).
     """

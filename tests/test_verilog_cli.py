@@ -31,7 +31,7 @@ def test_verilog_text_does_not_depend_on_the_interpreter(block):
 
 def test_unchanged_text_keeps_its_mtime_and_lints_clean(tmp_path, capsys):
     assert main(["verilog", "--out", str(tmp_path), "queues"]) == 0
-    path = tmp_path / "queues.v"
+    path = tmp_path / "ahasd_queues.v"
     os.utime(path, (1_000_000, 1_000_000))
     assert main(["verilog", "--out", str(tmp_path), "queues"]) == 0
     assert path.stat().st_mtime == 1_000_000
@@ -51,23 +51,57 @@ def test_unknown_block_lists_the_known_ones_and_exits_2(capsys):
 def test_lint_errors_exit_1(tmp_path, monkeypatch, capsys):
     from ahasd.cli import hw as cli
 
-    def broken(block, params=None):
-        return f"module {block.name}(input a, output b);\nassign b = c;\nendmodule\n"
+    def broken(block, params=None, prefix="ahasd_"):
+        return f"module {prefix}{block.name}(input a, output b);\nassign b = c;\nendmodule\n"
 
     monkeypatch.setattr(cli, "convert", broken)
     assert main(["verilog", "--out", str(tmp_path), "queues"]) == 1
     assert "LINT ERRORS" in capsys.readouterr().out
 
 
-def test_icarus_variant_runs_every_combinational_block_at_time_zero():
+def test_every_combinational_block_runs_at_time_zero_outside_verilator_and_synthesis():
     from ahasd.hw.blocks import lookup
-    from ahasd.hw.tb.build import icarus_time_zero_fix
     from ahasd.hw.verilog import convert
 
     text = convert(lookup("edc"))
-    triggers = text.count("verilog_backend.cc")  # declarations and sensitivity uses
-    fixed = icarus_time_zero_fix(text)
     declared = [line for line in text.splitlines() if "dump_module$" in line and "reg " in line]
     assert declared, "Amaranth's Verilog no longer declares yosys' dummy trigger"
-    assert fixed.count("initial #0") == len(declared)
-    assert fixed.count("verilog_backend.cc") == triggers + len(declared)
+    lines = text.splitlines()
+    for line in declared:
+        at = lines.index(line)
+        name = line.split("reg ", 1)[1].split(" = ")[0]
+        assert lines[at + 1 : at + 6] == [
+            "`ifndef SYNTHESIS",
+            "`ifndef VERILATOR",
+            f"{line[: len(line) - len(line.lstrip())]}initial #0 {name} = 1'b1;",
+            "`endif",
+            "`endif",
+        ]
+
+
+def test_prefix_names_every_module_and_the_waiver_file_alone_makes_lint_clean(tmp_path):
+    """Another prefix reaches every module; ``verilator --lint-only -Wall`` with the shipped
+    ``ahasd.vlt`` (and no waiver on the command line) is clean, and without it is not."""
+    from ahasd.hw.blocks import lookup
+    from ahasd.hw.tb.build import module_ports
+    from ahasd.hw.verilog import WAIVER_FILE, convert, lint, waiver_file
+
+    text = convert(lookup("top"), prefix="soc7_")
+    modules = [
+        line.split()[1].lstrip("\\") for line in text.splitlines() if line.startswith("module ")
+    ]
+    assert modules[0].startswith("soc7_top(")
+    assert all(name.startswith("soc7_top") for name in modules), modules
+    assert module_ports(text, "soc7_top")
+    path = tmp_path / "soc7_top.v"
+    path.write_text(text)
+    (tmp_path / WAIVER_FILE).write_text(waiver_file("soc7_"))
+    result = lint(path, "soc7_top")
+    assert result.ok, result.output
+    (tmp_path / "empty.vlt").write_text("`verilator_config\n")
+    assert not lint(path, "soc7_top", waivers=tmp_path / "empty.vlt").ok
+
+
+def test_a_prefix_that_is_no_verilog_identifier_is_refused(capsys):
+    assert main(["verilog", "--prefix", "9-bad", "queues", "--out", "/tmp/never"]) == 2
+    assert "--prefix" in capsys.readouterr().err

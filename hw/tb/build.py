@@ -48,7 +48,6 @@ __all__ = [
     "SimulationRun",
     "build_simulation",
     "find_ccache",
-    "icarus_time_zero_fix",
     "module_ports",
     "module_registers",
     "prepare_verilator_environment",
@@ -175,29 +174,6 @@ def verilator_public_config(verilog: str, top: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-_DUMMY_TRIGGER = re.compile(
-    r"^(?P<indent>\s*)reg (?P<name>\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$",
-    re.MULTILINE,
-)
-
-
-def icarus_time_zero_fix(text: str) -> str:
-    """The Verilog for Icarus: make every ``always @*`` block run once at time zero.
-
-    Yosys' ``write_verilog`` (which Amaranth uses) puts a dummy trigger register, initialised
-    in its declaration, in the sensitivity of each ``always @*`` block so that simulators
-    evaluate the block at time zero. Icarus 11 does not treat the declaration's assignment as
-    an event, so a block whose inputs all start at their initial values never runs, its
-    outputs stay X, and the X reaches the registers at the first clock edge (seen on the EDC
-    and the AAU). An ``initial #0`` assignment to the trigger is an event. Only the Icarus
-    build gets this; the Verilog users take is Amaranth's as it is.
-    """
-    return _DUMMY_TRIGGER.sub(
-        lambda m: f"{m['indent']}reg {m['name']} = 0;\n{m['indent']}initial #0 {m['name']} = 1'b1;",
-        text,
-    )
-
-
 def build_simulation(
     component: Callable[[], object],
     top: str,
@@ -247,11 +223,11 @@ def build_simulation(
                 keys = []  # a new text: the earlier keys no longer describe it
             # The last few only: an edit that leaves the text as it is adds one.
             keys = [*keys, key][-KEYS_KEPT:] if key is not None else keys
-        if text is None and (simulator == "icarus" or not (build_dir / PUBLIC_CONFIG).exists()):
+        if text is None and simulator != "icarus" and not (build_dir / PUBLIC_CONFIG).exists():
             text = source.read_text()
         if simulator == "icarus":
-            source = build_dir / f"{top}.icarus.v"
-            write_if_changed(source, icarus_time_zero_fix(text))
+            # The delivered Verilog as it is: it runs its combinational blocks at time zero
+            # in Icarus too (ahasd.hw.verilog.time_zero_fix).
             sources, build_args = [source], []
         else:
             # Made from the text on disk, so up to date when the conversion was skipped: ~0.1
@@ -364,13 +340,14 @@ def run_simulation(
     testcase: str | None = None,
     seed: int | None = None,
     waves: bool = False,
+    plusargs: tuple[str, ...] = (),
 ) -> SimulationRun:
     """Run the cocotb module ``test_module`` on the design built in ``build_dir``.
 
     The module must be importable in the simulator process: cocotb's runner hands it this
     process's ``sys.path`` as ``PYTHONPATH``. ``extra_env`` reaches the testbench's
-    environment. Never raises for a failing test: the returned :class:`SimulationRun` says
-    what happened.
+    environment; ``plusargs`` reach the simulator's command line. Never raises for a
+    failing test: the returned :class:`SimulationRun` says what happened.
     """
     from cocotb_tools.check_results import get_results
 
@@ -397,6 +374,7 @@ def run_simulation(
             testcase=testcase,
             seed=seed,
             extra_env={**rewrite, **extra_env},
+            plusargs=list(plusargs),
             waves=waves,
             timescale=TIMESCALE,
             results_xml=str(results),

@@ -20,11 +20,13 @@ from pathlib import Path
 
 from ahasd.errors import UserError
 from ahasd.hw.tb.build import build_simulation, run_simulation
+from ahasd.hw.verilog import module_name
 from ahasd.params import TopParams
 
 __all__ = ["JOB_ENV", "TOP", "CosimRun", "build_top", "check_build_root", "run_cosim"]
 
-TOP = "top"
+#: The top module's name, as ``ahasd verilog`` names it (``ahasd_top``).
+TOP = module_name("top")
 ENTRY_MODULE = "ahasd.sim.cosim.entry"
 #: The environment variable carrying the job (JSON) into the simulator process.
 JOB_ENV = "AHASD_COSIM_JOB"

@@ -81,7 +81,7 @@ def test_out_in_an_unwritable_place_is_one_line_naming_it(ahasd, command):
         ([*RUN, *SHORT], "chrome_trace.json"),
         (PHONE, "phone.png"),
         (["report", "--results", "RESULTS"], "ablation.png"),
-        (["verilog", "queues"], "queues.v"),
+        (["verilog", "queues"], "ahasd_queues.v"),
     ],
     ids=["simulate-png", "simulate-json", "phone-png", "report-png", "verilog"],
 )

@@ -17,6 +17,7 @@ from harness.cocotb_run import run_block_cocotb, run_cocotb
 from harness.seeds import choose_seed, seed_offsets
 
 from ahasd.hw.gtsu import GTSU
+from ahasd.hw.verilog import module_name
 from ahasd.params import GTSUParams
 
 HERE = Path(__file__).parent
@@ -49,7 +50,7 @@ def test_gtsu_formal_parameter_set_against_golden():
     the counter saturates and stays saturated (a coverage bin says so), every switch report
     saturates above 3 cycles. The mutation campaign mutates exactly this netlist."""
     run_cocotb(
-        top="gtsu",
+        top=module_name("gtsu"),
         component=lambda: GTSU(small_params.GTSU, counter_bits=small_params.GTSU_COUNTER_BITS),
         tag=f"{small_params.GTSU.tag()}-counter{small_params.GTSU_COUNTER_BITS}",
         params=small_params.GTSU,

@@ -33,6 +33,7 @@ import pytest
 
 from ahasd.hw.blocks import lookup
 from ahasd.hw.tb.build import build_simulation, run_simulation, source_digest
+from ahasd.hw.verilog import module_name
 
 from .seeds import choose_seed
 
@@ -52,7 +53,10 @@ def simulator() -> str:
 
 def _prepare_tools(sim: str) -> None:
     if sim == "icarus" and shutil.which("iverilog") is None:
-        pytest.skip("SIM=icarus but iverilog is not installed (apt-get install iverilog)")
+        pytest.skip(
+            "Icarus is not installed: `make tools` installs Debian's iverilog "
+            "(apt-get install iverilog)"
+        )
 
 
 def _params_json(params: Any) -> str:
@@ -71,6 +75,8 @@ def run_cocotb(
     seed: int | None = None,
     extra_env: dict[str, str] | None = None,
     domains: tuple[str, ...] = ("sync",),
+    sim: str | None = None,
+    plusargs: tuple[str, ...] = (),
 ) -> Path:
     """Run the cocotb module ``test_module`` (a file in ``test_dir``) against ``component()``.
 
@@ -84,10 +90,12 @@ def run_cocotb(
     domains : the component's clock domains (``sync`` gives ``clk``/``rst`` ports).
     seed : the random seed (default: :func:`harness.seeds.choose_seed`, which honours
         ``AHASD_SEED`` and prints the seed).
+    sim : the simulator (default: :func:`simulator`, ``SIM`` from the environment).
+    plusargs : the simulator's run-time plusargs.
 
     Returns the run directory (holding the log, the results XML and any waveforms).
     """
-    sim = simulator()
+    sim = simulator() if sim is None else sim
     _prepare_tools(sim)
     waves = os.environ.get("WAVES") == "1"
     build_dir = BUILD / sim / f"{top}-{tag}{'-waves' if waves else ''}"
@@ -126,6 +134,7 @@ def run_cocotb(
         testcase=testcase,
         seed=seed,
         waves=waves,
+        plusargs=plusargs,
     )
 
     log = run.log()
@@ -156,11 +165,14 @@ def run_block_cocotb(
     testcase: str | None = None,
     seed: int | None = None,
     extra_env: dict[str, str] | None = None,
+    sim: str | None = None,
+    plusargs: tuple[str, ...] = (),
 ) -> Path:
-    """:func:`run_cocotb` for a block of :mod:`ahasd.hw.blocks` (top module named after it)."""
+    """:func:`run_cocotb` for a block of :mod:`ahasd.hw.blocks`, its top module named as
+    ``ahasd verilog`` names it (``ahasd_top``: :func:`ahasd.hw.verilog.module_name`)."""
     entry = lookup(block)
     return run_cocotb(
-        top=block,
+        top=module_name(block),
         component=lambda: entry.build(params),
         tag=params.tag(),
         params=params,
@@ -170,4 +182,6 @@ def run_block_cocotb(
         seed=seed,
         extra_env=extra_env,
         domains=entry.domains,
+        sim=sim,
+        plusargs=plusargs,
     )

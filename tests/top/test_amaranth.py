@@ -9,6 +9,8 @@ CPU 667 MHz.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from harness.amaranth_sim import simulate
 
@@ -402,6 +404,42 @@ def tvc_command(dut, op: Op, **args) -> dict:
     return payload
 
 
+#: docs/integration.md, "The bus": RVALID (BVALID) is high from cycle 3 on, cycle 0 being
+#: the cycle of the AR handshake (of the later of the AW and W handshakes).
+RESPONSE_CYCLE = 3
+
+
+def test_bus_latency_is_the_documented_one():
+    async def body(bus, dut):
+        axi = dut.s_axi
+        # Bus.write_word / _response count the cycles after the handshake's: cycle 1 is 0.
+        for address in (addr("EDC_HMAX"), addr("TVC_N_MAX"), addr("TVC_PVCT[1]") + 4):
+            resp, waited = await bus.write_word(address, 5)
+            assert (resp, waited + 1) == (OKAY, RESPONSE_CYCLE)
+        for address in (addr("ID"), addr("TVC_N_MAX"), addr("TVC_NCR"), 0x01C):
+            bus.ctx.set(axi.araddr, address)
+            await bus._handshake(axi.arvalid, axi.arready)
+            waited = await bus._response(axi.rvalid, axi.rready)
+            assert waited + 1 == RESPONSE_CYCLE
+            await bus.tick()
+            bus.ctx.set(axi.rready, 0)
+        # Back to back: a manager holding ARVALID and RREADY high gets one read every 3
+        # cycles (AR taken in the cycle of the previous R handshake).
+        bus.ctx.set(axi.araddr, addr("ID"))
+        bus.ctx.set(axi.arvalid, 1)
+        bus.ctx.set(axi.rready, 1)
+        edges = []
+        for cycle in range(20):
+            if bus.ctx.get(axi.rvalid):
+                edges.append(cycle)
+            await bus.tick()
+        bus.ctx.set(axi.arvalid, 0)
+        assert [b - a for a, b in itertools.pairwise(edges)] == [3] * (len(edges) - 1)
+        assert len(edges) >= 5
+
+    run(body, name="top_latency")
+
+
 def test_tvc_ask_through_the_top():
     params = TVCParams()
 
@@ -427,7 +465,7 @@ def test_tvc_ask_through_the_top():
             dut.tvc_cmd, tvc_command(dut, Op.LEARN, table=Table.PDCT, cycles=0, length=1)
         )
         waited = await bus.write("TVC_N_MAX", 3)
-        assert waited > 2
+        assert waited + 1 > RESPONSE_CYCLE
         await bus.send(dut.tvc_cmd, tvc_command(dut, Op.ASK, p=20))
         assert (await bus.receive(dut.tvc_ans))["n"] == 3  # min(20, N_max 3, 31)
         assert await bus.read("STATUS") & 0b110000 == 0b100000  # NPU busy, TVC idle
