@@ -10,6 +10,7 @@ from harness.cocotb_run import run_block_cocotb, run_cocotb
 from harness.planted import CATALOGUE, planted
 
 from ahasd.hw.queues import AsyncQueues
+from ahasd.hw.verilog import module_name
 from ahasd.params import QueueParams
 
 HERE = Path(__file__).parent
@@ -58,7 +59,7 @@ def test_queues_testbench_fails_on_the_bit0_epoch_comparison():
     params = QueueParams()
     with pytest.raises(pytest.fail.Exception, match=r"\d+ of \d+ cocotb test\(s\) failed"):
         run_cocotb(
-            top="queues",
+            top=module_name("queues"),
             component=lambda: planted(AsyncQueues, *CATALOGUE["queues.epoch_bit0"])(params),
             tag=params.tag() + "-planted-epoch-bit0",
             params=params,
