@@ -73,6 +73,45 @@ def _nearest_existing(path: Path) -> Path:
     return current
 
 
+def _check_length(path: Path, option: str | None) -> None:
+    """UserError naming ``path`` if a component is longer than the file system allows
+    (``NAME_MAX``, 255 bytes on Linux) or the whole is longer than ``PATH_MAX``: every
+    ``stat`` of it would fail with ENAMETOOLONG, so it is refused before any of them."""
+    existing = _nearest_existing_quiet(path)
+    try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+        path_max = os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > name_max:
+            raise UserError(
+                f"{_named(path, option)}: a name in it is {size} bytes long, more than the "
+                f"{name_max} the file system allows"
+            )
+    size = len(os.fsencode(str(path)))
+    if size >= path_max:
+        raise UserError(
+            f"{_named(path, option)}: is {size} bytes long, more than the {path_max - 1} the "
+            "file system allows"
+        )
+
+
+def _nearest_existing_quiet(path: Path) -> Path:
+    """The closest ancestor of ``path`` that exists, found without stat-ing a name that is
+    too long (``/`` or ``.`` if none)."""
+    parts = path.parts
+    for count in range(len(parts), 0, -1):
+        candidate = Path(*parts[:count])
+        try:
+            if os.path.lexists(candidate):
+                return candidate
+        except (OSError, ValueError):
+            continue
+    return Path("/") if path.is_absolute() else Path(".")
+
+
 def _probe_writable(folder: Path, path: Path, option: str | None) -> None:
     """UserError unless a file can be created in ``folder`` (tried, not guessed: a read-only
     mount or an ACL is caught too; running as root passes permission bits)."""
@@ -160,7 +199,9 @@ def check_folder(path, *, option: str | None = None, files=()) -> Path:
     Returns ``path`` as a :class:`~pathlib.Path`.
     """
     path = Path(path)
+    _check_length(path, option)
     for name in files:
+        _check_length(path / name, option)
         if (path / name).is_dir():
             raise UserError(f"{_named(path / name, option)}: is a folder, not a file")
         _refuse_special(path / name, option)
@@ -172,6 +213,7 @@ def check_file(path, *, option: str | None = None) -> Path:
     """Refuse ``path`` as an output file if it is a folder, a symbolic link or a special
     file (device, FIFO, socket), or if its folder cannot be written."""
     path = Path(path)
+    _check_length(path, option)
     if path.is_dir():
         raise UserError(f"{_named(path, option)}: is a folder, not a file")
     if path.name in ("", ".", ".."):

@@ -1139,6 +1139,26 @@ def controller_params(settings: RunSettings) -> tuple[EDCParams, TVCParams, GTSU
             )
         given[block][name] = value
     try:
-        return tuple(CONTROLLER_BLOCKS[block](**given[block]) for block in CONTROLLER_BLOCKS)
+        params = tuple(CONTROLLER_BLOCKS[block](**given[block]) for block in CONTROLLER_BLOCKS)
     except (TypeError, ValueError) as error:
         raise UserError(f"controller parameters: {error}") from None
+    _check_controller_lengths(settings, params[1])
+    return params
+
+
+def _check_controller_lengths(settings: RunSettings, tvc) -> None:
+    """UserError naming ``tvc.length_bits`` if the TVC's length fields (L_kv, LEARN's
+    length, P) cannot hold the run's KV length, ``prompt_tokens + tokens``.
+
+    Checked here, where the settings become parameters, for every mode alike (as the
+    command line's default width is): otherwise the golden TVC's port check would raise
+    a ValueError from deep inside the run.
+    """
+    longest = settings.prompt_tokens + settings.tokens
+    if longest.bit_length() > tvc.length_bits:
+        given = dict(settings.controller_params).get("tvc.length_bits", tvc.length_bits)
+        raise UserError(
+            f"controller parameter tvc.length_bits={given}: the TVC's length fields hold at "
+            f"most {(1 << tvc.length_bits) - 1}, but prompt {settings.prompt_tokens} + "
+            f"{settings.tokens} tokens = {longest} needs {longest.bit_length()} bits"
+        )

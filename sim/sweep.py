@@ -509,7 +509,8 @@ def read_results(path: Path) -> tuple[list[dict], int]:
     A last line without its newline is kept if it is a whole JSON object (an editor that
     saves without a final newline); one that is not (a sweep killed mid-write) is left out,
     with a note on stderr, and the writer truncates it away before appending. Any other
-    line that is not JSON is a UserError.
+    line that is not a JSON object (NaN and Infinity included), and a row whose labels or
+    figures are missing or of the wrong kind, is a UserError naming the line.
     """
     path = Path(path)
     if not os.path.lexists(path):
@@ -521,17 +522,23 @@ def read_results(path: Path) -> tuple[list[dict], int]:
         raise UserError(f"{path}: cannot read ({error.strerror or error})") from None
     end = data.rfind(b"\n") + 1
     rows = []
+    number = 0
     for number, line in enumerate(data[:end].splitlines(), 1):
         if not line.strip():
             continue
         row = _parse_row(line)
         if row is None:
-            raise UserError(f"{path}: line {number} is not a JSON object; move the file away")
+            raise UserError(
+                f"{path}: line {number} is not a JSON object (or holds NaN or Infinity); move "
+                "the file away"
+            )
+        _check_row(path, number, row)
         rows.append(row)
     tail = data[end:]
     if tail.strip():
         row = _parse_row(tail)
         if row is not None:
+            _check_row(path, number + 1, row)
             rows.append(row)
             end = len(data)
         else:
@@ -545,12 +552,58 @@ def read_results(path: Path) -> tuple[list[dict], int]:
 
 
 def _parse_row(line: bytes) -> dict | None:
-    """The JSON object on ``line``, or None if it is not one."""
+    """The JSON object on ``line``, or None if it is not one (NaN and Infinity, which
+    Python's reader takes but JSON has not and no sweep writes, make it none)."""
     try:
-        row = json.loads(line)
+        row = json.loads(line, parse_constant=_no_constant)
     except (ValueError, RecursionError):  # bad JSON, bad UTF-8, an integer too long to read
         return None
     return row if isinstance(row, dict) else None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+# What the fields of a results row must hold: the labels and identity every row has (a
+# refused run's too), and the figures a finished run has, which resume reuses and the
+# report reads. A row is checked when read, so a corrupt one is named by file and line
+# instead of failing later in a hash table or a sum.
+_ROW_LABELS = ("mode", "pair", "policy")
+_ROW_STRINGS = ("schema", "key", "run_id", "config_hash", "trace_hash", "version", "scenario")
+_ROW_FIGURES = {
+    "tokens": int,
+    "tokens_per_s": float,
+    "energy_per_token_mj": float,
+    "acceptance_rate": float,
+    "drafted": int,
+}
+
+
+def _check_row(path: Path, number: int, row: dict) -> None:
+    """UserError naming ``path``, line ``number`` and the field of ``row`` that is missing
+    or of the wrong kind."""
+    where = f"{path}: line {number}"
+    missing = [key for key in _ROW_LABELS if key not in row]
+    if "error" not in row:
+        missing += [key for key in _ROW_FIGURES if key not in row]
+    if missing:
+        raise UserError(f"{where}: the row lacks {', '.join(missing)}; move the file away")
+    for key in (*_ROW_LABELS, *_ROW_STRINGS, "error"):
+        if key in row and not isinstance(row[key], str):
+            raise UserError(f"{where}, field '{key}': must be a string, not {row[key]!r}")
+    if "error" in row:
+        return
+    for key, kind in _ROW_FIGURES.items():
+        value = row[key]
+        good = isinstance(value, kind if kind is int else int | float)
+        if isinstance(value, bool) or not good or not math.isfinite(value) or value < 0:
+            reads = "an integer" if kind is int else "a finite number"
+            raise UserError(f"{where}, field '{key}': must be {reads} >= 0, not {value!r}")
+    if row["tokens"] < 1 or row["tokens_per_s"] <= 0 or row["energy_per_token_mj"] <= 0:
+        raise UserError(
+            f"{where}: tokens, tokens_per_s and energy_per_token_mj must be > 0 in a finished run"
+        )
 
 
 # -- running ---------------------------------------------------------------------------------

@@ -13,13 +13,16 @@ file is written through :mod:`ahasd.output`.
 What a user sees when something goes wrong (:func:`main`): a usage error or a
 :class:`ahasd.errors.UserError` is one line on stderr and exit status 2; an interrupt is
 ``ahasd: interrupted`` on its own line and status 130; standard output that cannot be
-written (a full disk) is one line and status 2; a reader that closed the pipe
+written (a full disk) is one line and status 2, and so is a closed one (``>&-``), refused
+before any work; a path the system cannot look up (a name over 255 bytes) is one line
+naming it; a reader that closed the pipe
 (``ahasd trace list | head -1``) ends the command silently with status 141, as SIGPIPE
 would. None is a traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -102,9 +105,18 @@ def _silence_stdout() -> None:
         pass
 
 
+# OSError numbers that mean "this path cannot be looked up" rather than a fault of ahasd.
+_PATH_ERRORS = (errno.ENAMETOOLONG, errno.ELOOP)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``ahasd`` with ``argv`` (default: the process arguments); the exit status."""
     stdout = sys.stdout
+    if stdout is None:
+        # Started with standard output closed (``ahasd ... >&-``): every command prints, so
+        # refuse before any work rather than fail at the first line, after files were written.
+        _say("ahasd: error: standard output is closed; redirect it (>/dev/null) to discard it")
+        return 2
     sys.stdout = _GuardedStdout(stdout)
     try:
         try:
@@ -131,6 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _say("ahasd: interrupted")
         return 130
+    except OSError as error:
+        if error.errno not in _PATH_ERRORS or error.filename is None:
+            raise
+        # A path the operating system cannot look up at all (a name over NAME_MAX, a loop of
+        # links), met where an input path is first touched: the path and the reason.
+        _say(f"ahasd: error: {os.fsdecode(error.filename)}: {error.strerror}")
+        return 2
     finally:
         sys.stdout = stdout
 

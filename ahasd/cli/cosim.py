@@ -36,7 +36,7 @@ from ahasd.errors import UserError
 from ahasd.output import OutputSet, check_folder
 from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
-from ahasd.sim.modes import check_tvc_widths_for_runs
+from ahasd.sim.modes import ASYNC_MODES, check_tvc_widths_for_runs
 
 __all__ = ["COSIM_FILES", "COSIM_SCHEMA", "register", "run_name"]
 
@@ -53,7 +53,7 @@ def register(subparsers) -> None:
         description="Run the system model with every EDC, TVC and GTSU decision taken by the "
         "generated Verilog of the controller top under cocotb and Verilator.",
     )
-    add_run_options(cos, required=True)
+    add_run_options(cos, required=True)  # --mode: an asynchronous one (checked in _cosim)
     cos.add_argument("--out", type=Path, help="write summary.json, cosim.json, decisions.json")
     add_system_options(cos)
     cos.add_argument("--waves", action="store_true", help="write waveforms named after the run")
@@ -113,6 +113,13 @@ def _cosim(args) -> int:
         settings = dataclasses.replace(settings, trace=str(Path(settings.trace).resolve()))
     library = load_library(settings.spec_dirs)
     check_names(library, [settings.mode], [settings.pair], [settings.policy])
+    if settings.mode not in ASYNC_MODES:
+        # Refused before the build (minutes): the controller top only decides for the
+        # asynchronous engine; a synchronous mode never calls it.
+        raise UserError(
+            f"cosim --mode {settings.mode}: a synchronous mode has no controller to put the RTL "
+            f"in the loop of; cosim runs {', '.join(ASYNC_MODES)} (ahasd simulate runs every mode)"
+        )
     check_devices(library, settings)
     if args.check and args.rtl_latency:
         raise UserError("--check compares with the golden timing: drop --rtl-latency")

@@ -947,44 +947,6 @@ def _sweep(args) -> int:
     return 0
 
 
-# Keys a results row needs for the report's tables and figures, and their kind.
-_REPORT_FIELDS = {
-    "mode": str,
-    "pair": str,
-    "policy": str,
-    "tokens": int,
-    "tokens_per_s": float,
-    "energy_per_token_mj": float,
-    "acceptance_rate": float,
-    "drafted": int,
-}
-
-
-def _check_rows(path: Path, rows: list[dict]) -> None:
-    """UserError naming the run and field of ``rows`` the report cannot use."""
-    for number, row in enumerate(rows, 1):
-        missing = [k for k in _REPORT_FIELDS if k not in row]
-        if missing:
-            raise UserError(f"{path}: run {number} lacks {', '.join(missing)}")
-        for key, kind in _REPORT_FIELDS.items():
-            value = row[key]
-            if kind is str:
-                good = isinstance(value, str)
-            else:
-                numeric = isinstance(value, int | float) and not isinstance(value, bool)
-                good = numeric and (kind is float or isinstance(value, int))
-                good = good and value == value and abs(value) != float("inf") and value >= 0
-            if not good:
-                expected = "a string" if kind is str else f"a finite {kind.__name__} >= 0"
-                raise UserError(
-                    f"{path}: run {number}, field '{key}': must be {expected}, not {value!r}"
-                )
-        if row["tokens"] < 1 or row["tokens_per_s"] <= 0 or row["energy_per_token_mj"] <= 0:
-            raise UserError(
-                f"{path}: run {number}: tokens, tokens_per_s and energy_per_token_mj must be > 0"
-            )
-
-
 def _report(args) -> int:
     path = args.results / RESULTS_FILE if args.results.is_dir() else args.results
     if not path.is_file():
@@ -994,8 +956,8 @@ def _report(args) -> int:
     if not rows:
         raise UserError(f"{path} holds no finished runs")
     # A request rerun after a spec or trace change appends a new row: the last one counts.
+    # Every row was checked as it was read (sim.sweep.read_results), naming its line.
     rows = list({row.get("key", number): row for number, row in enumerate(rows)}.values())
-    _check_rows(path, rows)
     out = args.out or path.parent
     check_folder(out, option="--out", files=REPORT_FILES)
     ablation = report.ablation_rows(rows, MODES)
