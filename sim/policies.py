@@ -93,7 +93,9 @@ def _check_real(name: str, value: object, low: float, high: float) -> None:
     # turns the policy's arithmetic into inf - inf = NaN or an OverflowError mid-run.
     good = not isinstance(value, bool) and isinstance(value, int | float)
     if not (good and math.isfinite(value) and low <= value <= high):
-        raise ValueError(f"{name} must be a finite number in [{low}, {high}], not {value!r}")
+        span = f"in [{low}, {high}]" if math.isfinite(high) else f">= {low}"
+        reads = "a number" if math.isfinite(high) else "a finite number"
+        raise ValueError(f"{name} must be {reads} {span}, not {value!r}")
 
 
 def _check_outcome(drafted: int, accepted: int, seconds: float) -> None:
