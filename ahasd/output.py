@@ -13,7 +13,7 @@
 - A file whose bytes would not change is not rewritten: it keeps its mtime, so builds that
   depend on it stay cached.
 - New files get the permissions ``open()`` would give them (``0o666`` less the umask), new
-  folders ``0o777`` less the umask.
+  folders ``0o777`` less the umask; a file rewritten keeps its own permissions.
 - :func:`write_file` is an output set of one file; :class:`Journal` is the append-only,
   line-per-record file of a resumable sweep (each line flushed and fsynced).
 - Only regular files are written or replaced: a target that is a symbolic link (dangling or
@@ -265,7 +265,7 @@ class OutputSet:
         for path in self.files:
             check_file(path, option=self.option)
         changed = {path: not _unchanged(path, data) for path, data in self.files.items()}
-        mode = 0o666 & ~_umask()
+        default_mode = 0o666 & ~_umask()
         created: list[Path] = []
         staged: list[tuple[Path, Path]] = []
         current = None
@@ -275,7 +275,7 @@ class OutputSet:
                     continue
                 current = path
                 created += _make_folders(path.parent)
-                staged.append((_stage(path, data, mode), path))
+                staged.append((_stage(path, data, _kept_mode(path, default_mode)), path))
             for temporary, path in staged:
                 current = path
                 os.replace(temporary, path)
@@ -289,6 +289,16 @@ class OutputSet:
             _undo(staged, created)
             raise
         return changed
+
+
+def _kept_mode(path: Path, default: int) -> int:
+    """The permissions a rewrite of ``path`` gets: the file's own if it exists (a user who
+    made an output read-only for others, or executable, keeps that), else ``default``."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return default
+    return stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else default
 
 
 def _make_folders(folder: Path) -> list[Path]:
@@ -362,7 +372,11 @@ class Journal:
             flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
             fd = open_regular(self.path, flags, option=option)
             self.handle = os.fdopen(fd, "ab")
-            self.handle.truncate(valid_bytes)
+            if os.fstat(fd).st_size != valid_bytes:
+                # Only when there is a cut line to drop: truncate() sets the mtime even when
+                # the size does not change, and a resumed sweep with nothing to run must
+                # leave its results file as it was.
+                self.handle.truncate(valid_bytes)
             if valid_bytes and os.pread(fd, 1, valid_bytes - 1) != b"\n":
                 # A whole last record saved without its newline: end it, keep it.
                 self.handle.write(b"\n")

@@ -46,9 +46,11 @@ import ahasd
 from ahasd import golden
 from ahasd.errors import UserError
 from ahasd.output import Journal, check_folder, open_regular
+from ahasd.params import TVCParams
 from ahasd.sim.config import (
     CONTROLLER_BLOCKS,
     DEVICE_SETTINGS,
+    SEED_MAX,
     RunSettings,
     SpecLibrary,
     controller_params,
@@ -56,6 +58,7 @@ from ahasd.sim.config import (
     load_library,
     read_toml,
     resolve,
+    role_path,
 )
 from ahasd.sim.modes import find_mode, simulate
 from ahasd.sim.modes.hardware import ASSEMBLY_ROLES
@@ -68,6 +71,7 @@ __all__ = [
     "RESULTS_FILE",
     "ROW_SCHEMA",
     "ResultsDir",
+    "check_one_setter_per_field",
     "expand",
     "finished_rows",
     "load_grid",
@@ -164,9 +168,29 @@ def load_grid(path: Path) -> GridFile:
             expected = _axis_type(key, kind)
             for value in values:
                 _check_axis_value(path, key, value, expected)
+                low, high = _AXIS_BOUNDS.get(key, (None, None))
+                if low is not None and not low <= value <= high:
+                    raise UserError(
+                        f"{path}: axis {key!r}: value {value!r} must be in {low}..{high}, as "
+                        f"the command line's --{key.replace('_', '-')}"
+                    )
         parsed.append((key, values))
     return GridFile(str(path), str(data.get("description", "")), tuple(parsed))
 
+
+# The longest KV cache the controller's default length fields hold (as ahasd.cli.args).
+KV_LENGTH_MAX = (1 << TVCParams().length_bits) - 1
+# Run settings whose grid values have the command line's bounds (ahasd.cli.args): a seed a
+# sweep option would refuse is refused in a grid file too.
+_AXIS_BOUNDS = {
+    "seed": (0, SEED_MAX),
+    "tokens": (1, KV_LENGTH_MAX - 1),
+    "prompt_tokens": (1, KV_LENGTH_MAX - 1),
+    "draft_queue_tokens": (1, KV_LENGTH_MAX),
+    "specpim_planned_draft": (1, KV_LENGTH_MAX),
+    "tvc_ratio_bits": (16, 48),
+    "tvc_cycle_bits": (16, 48),
+}
 
 # What a grid value of each kind of field must be: (accepted types, how it reads).
 _VALUE_TYPES = {
@@ -257,6 +281,41 @@ def expand(axes: Iterable[tuple[str, tuple]], base: dict) -> list[RunSettings]:
             )
         )
     return points
+
+
+# Run settings that set a controller field also named by a controller axis.
+_SETTING_FIELDS = {"tvc_ratio_bits": "tvc.ratio_bits", "tvc_cycle_bits": "tvc.cycle_bits"}
+
+
+def check_one_setter_per_field(
+    grid: GridFile, points: list[RunSettings], base: dict, library: SpecLibrary
+) -> None:
+    """UserError naming the grid file if two of its axes, or an axis and a command-line
+    override, set one field: ``tvc_cycle_bits`` and ``tvc.cycle_bits``, or
+    ``devices.@npu.X`` and ``devices.npu-mobile.X`` on a run whose NPU is ``npu-mobile``.
+    Otherwise the later would win silently and the run's label would show both."""
+    given = [(f"--spec-override {p}", p) for p, _ in base.get("spec_overrides", ())]
+    given += [(f"--controller-param {p}", p) for p, _ in base.get("controller_params", ())]
+    axes = [(f"axis {key!r}", _SETTING_FIELDS.get(key, key)) for key in grid.axis_names()]
+    seen_devices = set()
+    for point in points:
+        devices = tuple(getattr(point, name) for name in ("platform", *DEVICE_SETTINGS))
+        if devices in seen_devices:
+            continue
+        seen_devices.add(devices)
+        resolved = resolve(point, library)[0]
+        roles = {role: getattr(resolved, role) for role in DEVICE_SETTINGS}
+        setters: dict[str, str] = {}
+        for label, name in given + axes:
+            field = role_path(name, roles) if name.startswith(_SPEC_HEADS) else name
+            if field in setters and label.startswith("axis"):
+                raise UserError(
+                    f"{grid.path}: {setters[field]} and {label} both set {field}; keep one"
+                )
+            setters.setdefault(field, label)
+
+
+_SPEC_HEADS = ("devices.", "power.", "models.")
 
 
 def _expand_values(key: str, values: tuple) -> tuple:

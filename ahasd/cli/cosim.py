@@ -23,6 +23,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ahasd.cli.args import path_arg
 from ahasd.cli.simulate import (
     RUN_SCHEMA,
     RUN_TABLE,
@@ -54,7 +55,7 @@ def register(subparsers) -> None:
         "generated Verilog of the controller top under cocotb and Verilator.",
     )
     add_run_options(cos, required=True)  # --mode: an asynchronous one (checked in _cosim)
-    cos.add_argument("--out", type=Path, help="write summary.json, cosim.json, decisions.json")
+    cos.add_argument("--out", type=path_arg, help="write summary.json, cosim.json, decisions.json")
     add_system_options(cos)
     cos.add_argument("--waves", action="store_true", help="write waveforms named after the run")
     cos.add_argument(
@@ -72,7 +73,7 @@ def register(subparsers) -> None:
     )
     cos.add_argument(
         "--build-dir",
-        type=Path,
+        type=path_arg,
         default=Path("build/cosim"),
         help="build root (default: build/cosim)",
     )

@@ -18,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ahasd.cli.args import path_arg
 from ahasd.errors import UserError
 from ahasd.hw.blocks import BLOCKS, lookup
 from ahasd.hw.verilog import convert, lint
@@ -61,7 +62,7 @@ def register(subparsers) -> None:
         help=f"blocks to emit (default: all of {', '.join(BLOCKS)})",
     )
     parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})"
+        "--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})"
     )
     parser.set_defaults(func=run)
 
@@ -74,13 +75,13 @@ def register(subparsers) -> None:
     area.add_argument("blocks", nargs="*", metavar="BLOCK", help="blocks (default: all)")
     area.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         default=DEFAULT_AREA_OUT,
         help=f"work folder for yosys (default: {DEFAULT_AREA_OUT})",
     )
     area.add_argument(
         "--doc",
-        type=Path,
+        type=path_arg,
         default=None,
         help="also write the table into this Markdown file between its area markers "
         "(make area uses docs/hardware.md)",
@@ -110,13 +111,13 @@ def register(subparsers) -> None:
     )
     timing.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         default=DEFAULT_TIMING_OUT,
         help=f"work folder (default: {DEFAULT_TIMING_OUT})",
     )
     timing.add_argument(
         "--doc",
-        type=Path,
+        type=path_arg,
         default=None,
         help="also write the table into this Markdown file between its timing markers "
         "(make area uses docs/hardware.md)",

@@ -39,6 +39,7 @@ from ahasd.cli.args import (
     SEED_MAX,
     UniqueList,
     integer,
+    path_arg,
     real,
 )
 from ahasd.cli.progress import Progress, end_line
@@ -70,11 +71,12 @@ from ahasd.sim.phone import (
 )
 from ahasd.sim.phone.figures import phone_figure
 from ahasd.sim.phone.platform import known_platforms
-from ahasd.sim.policies import POLICY_NAMES
+from ahasd.sim.policies import POLICY_NAMES, make_policy
 from ahasd.sim.sweep import (
     BACKENDS,
     RESULTS_FILE,
     ROW_SCHEMA,
+    check_one_setter_per_field,
     expand,
     finished_rows,
     load_grid,
@@ -100,6 +102,7 @@ __all__ = [
     "add_backend_options",
     "add_run_options",
     "add_system_options",
+    "check_backend",
     "check_devices",
     "check_lengths",
     "check_names",
@@ -417,7 +420,7 @@ def register(subparsers) -> None:
     add_run_options(sim, required=False)
     sim.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         help="also write summary, queue CSV, Chrome trace and PNG into this folder "
         "(default: none, print only)",
     )
@@ -474,7 +477,7 @@ def register(subparsers) -> None:
     )
     sweep.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         default=DEFAULT_RESULTS,
         help=f"results folder (default: {DEFAULT_RESULTS})",
     )
@@ -492,17 +495,29 @@ def register(subparsers) -> None:
     )
     rep.add_argument(
         "--results",
-        type=Path,
+        type=path_arg,
         default=DEFAULT_RESULTS,
         help=f"results folder or file (default: {DEFAULT_RESULTS})",
     )
     rep.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         help="output folder (default: the folder of the results file)",
     )
     rep.add_argument("--json", action="store_true", help="print the tables as JSON (docs/json.md)")
     rep.set_defaults(func=_report)
+
+
+def check_backend(args: argparse.Namespace) -> None:
+    """UserError, before any work, on ``--address`` without ``--backend ray`` (it would be
+    ignored) and on ``--backend ray`` where Ray is not installed."""
+    if args.address is not None and args.backend != "ray":
+        raise UserError(f"--address needs --backend ray (the {args.backend} backend has none)")
+    if args.backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise UserError("--backend ray needs Ray: pip install 'ahasd[ray]'")
 
 
 def add_backend_options(parser: argparse.ArgumentParser) -> None:
@@ -881,6 +896,10 @@ def _grid_points(args) -> list[RunSettings]:
             if key in base and key not in ("spec_overrides", "controller_params"):
                 base.pop(key)
         file_axes = grid_file.axes
+        # Expanded first (small: the axes' own product), to check the fields they name.
+        check_one_setter_per_field(
+            grid_file, expand(file_axes, base), base, load_library(base["spec_dirs"])
+        )
     defaults = {
         "seed": [0],
         "trace": ["none"],
@@ -899,6 +918,7 @@ def _grid_points(args) -> list[RunSettings]:
 
 
 def _sweep(args) -> int:
+    check_backend(args)
     points = _grid_points(args)
     if not points:
         raise UserError("the grid is empty")
@@ -909,6 +929,9 @@ def _sweep(args) -> int:
         sorted({p.pair for p in points}),
         sorted({p.policy for p in points}),
     )
+    for policy in {(p.policy, p.fallback, p.policy_params) for p in points}:
+        # A grid's policy_params axis is checked here, before the lock and any run.
+        make_policy(policy[0], fallback=policy[1], **dict(policy[2]))
     checked = set()
     for point in points:  # fail on a bad setting or a bad or short trace before running
         check_lengths(point.tokens, point.prompt_tokens)
@@ -958,6 +981,10 @@ def _report(args) -> int:
     # A request rerun after a spec or trace change appends a new row: the last one counts.
     # Every row was checked as it was read (sim.sweep.read_results), naming its line.
     rows = list({row.get("key", number): row for number, row in enumerate(rows)}.values())
+    # In a fixed order, not the file's: a sweep on several workers appends rows as runs
+    # finish, and sums of floats in another order differ in their last bits, so the tables
+    # and figures would change from one sweep of the same grid to the next.
+    rows.sort(key=lambda row: json.dumps(row, sort_keys=True))
     out = args.out or path.parent
     check_folder(out, option="--out", files=REPORT_FILES)
     ablation = report.ablation_rows(rows, MODES)
