@@ -155,6 +155,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _say(message: str) -> None:
-    """``message`` on stderr, on its own line even if a progress bar was being drawn."""
+    """``message`` on stderr, on one line of its own even if a progress bar was being drawn.
+
+    Control characters are escaped (``\\n``, ``\\x1b``): a path or value with a newline would
+    split the message over lines, and an escape sequence would reach the terminal.
+    """
     progress.end_line()
-    print(message, file=sys.stderr)
+    print(message.translate(_CONTROL_ESCAPES), file=sys.stderr)
+
+
+# Every C0 control character and DEL, written as Python writes it in a string literal.
+_CONTROL_ESCAPES = {code: repr(chr(code))[1:-1] for code in (*range(32), 127)}

@@ -39,10 +39,21 @@ from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
 from ahasd.sim.modes import ASYNC_MODES, check_tvc_widths_for_runs
 
-__all__ = ["COSIM_FILES", "COSIM_SCHEMA", "register", "run_name"]
+__all__ = [
+    "COSIM_FILES",
+    "COSIM_SCHEMA",
+    "COSIM_STATS_SCHEMA",
+    "DECISIONS_SCHEMA",
+    "register",
+    "run_name",
+]
 
 #: The ``schema`` of ``cosim --json`` (docs/json.md): a run's keys plus ``cosim``.
 COSIM_SCHEMA = "ahasd-cosim-run/1"
+#: The ``schema`` of ``cosim.json`` (the statistics) and ``decisions.json`` (the decision
+#: log under ``decisions``), as every JSON object ahasd writes has one (docs/json.md).
+COSIM_STATS_SCHEMA = "ahasd-cosim-stats/1"
+DECISIONS_SCHEMA = "ahasd-cosim-decisions/1"
 #: What ``--out DIR`` holds after a run, all written together or none.
 COSIM_FILES = ("summary.json", "cosim.json", "decisions.json")
 
@@ -156,8 +167,11 @@ def _cosim(args) -> int:
     if args.out is not None:
         outputs = OutputSet(option="--out")
         outputs.add(args.out / "summary.json", report.json_text({"schema": RUN_SCHEMA, **summary}))
-        outputs.add(args.out / "cosim.json", report.json_text(stats))
-        outputs.add(args.out / "decisions.json", report.json_text(result["log"]))
+        outputs.add(
+            args.out / "cosim.json", report.json_text({"schema": COSIM_STATS_SCHEMA, **stats})
+        )
+        decisions = {"schema": DECISIONS_SCHEMA, "decisions": result["log"]}
+        outputs.add(args.out / "decisions.json", report.json_text(decisions))
         outputs.commit()
     if args.json:
         print(json.dumps({"schema": COSIM_SCHEMA, **summary, "cosim": stats}))

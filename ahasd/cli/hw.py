@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ahasd.cli.args import path_arg
+from ahasd.cli.args import SEED_MAX, integer, path_arg
 from ahasd.errors import UserError
 from ahasd.hw.blocks import BLOCKS, lookup
 from ahasd.hw.verilog import convert, lint
@@ -107,7 +107,10 @@ def register(subparsers) -> None:
         help=f"blocks (default: all of {', '.join(subjects())})",
     )
     timing.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help=f"placer seed (default: {DEFAULT_SEED})"
+        "--seed",
+        type=integer(0, SEED_MAX),
+        default=DEFAULT_SEED,
+        help=f"placer seed, 0..{SEED_MAX} (default: {DEFAULT_SEED})",
     )
     timing.add_argument(
         "--out",

@@ -71,6 +71,7 @@ from ahasd.sim.phone import (
 )
 from ahasd.sim.phone.figures import phone_figure
 from ahasd.sim.phone.platform import known_platforms
+from ahasd.sim.phone.settings import SKIN_LIMIT_RANGE
 from ahasd.sim.policies import POLICY_NAMES, make_policy
 from ahasd.sim.sweep import (
     BACKENDS,
@@ -329,13 +330,13 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
     )
     parser.add_argument(
         "--tvc-ratio-bits",
-        type=int,
+        type=integer(16, 48),
         default=default("tvc_ratio_bits"),
         help=f"TVC table entry width, 16..48 bits (default: {default('tvc_ratio_bits')})",
     )
     parser.add_argument(
         "--tvc-cycle-bits",
-        type=int,
+        type=integer(16, 48),
         default=default("tvc_cycle_bits"),
         help=f"TVC cycle-count width, 16..48 bits (default: {default('tvc_cycle_bits')})",
     )
@@ -383,12 +384,17 @@ def _add_phone_options(parser: argparse.ArgumentParser) -> None:
         help="DRAM energy, pJ/bit, at most 1000 (default: the platform's spec files, 10)",
     )
     group.add_argument(
-        "--skin-limit", type=float, help="skin throttle limit, 42..45 C (default: 45)"
+        "--skin-limit",
+        type=real(*SKIN_LIMIT_RANGE),
+        help=f"skin throttle limit, {SKIN_LIMIT_RANGE[0]:g}..{SKIN_LIMIT_RANGE[1]:g} C "
+        "(default: 45)",
     )
-    group.add_argument("--ambient", type=float, help="ambient temperature, -20..60 C (default: 25)")
+    group.add_argument(
+        "--ambient", type=real(-20.0, 60.0), help="ambient temperature, -20..60 C (default: 25)"
+    )
     group.add_argument(
         "--start-temp",
-        type=float,
+        type=real(-20.0, 60.0),
         help="initial die/skin temperature, -20..60 C (default: the ambient)",
     )
     group.add_argument(

@@ -130,7 +130,7 @@ def register(subparsers) -> None:
     )
     ngram.add_argument("--out", type=path_arg, help="output trace file")
     ngram.add_argument(
-        "--prompt-index", type=int, default=3, help="held-out file number (default: 3)"
+        "--prompt-index", type=integer(0, None), default=3, help="held-out file number (default: 3)"
     )
     ngram.add_argument(
         "--temperature",

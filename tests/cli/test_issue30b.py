@@ -381,3 +381,95 @@ def test_an_empty_out_is_refused(ahasd, tmp_path, monkeypatch, command):
     line = ahasd(*command, "--out", "").one_line_error()
     assert "--out" in line
     assert list(tmp_path.iterdir()) == []
+
+
+# -- messages -----------------------------------------------------------------------------
+
+
+def _trace_lines(ahasd, tmp_path: Path) -> list[str]:
+    path = tmp_path / "t.jsonl"
+    assert ahasd("trace", "gen", "--iid", "0.5", "--length", "6", "--out", path).code == 0
+    return path.read_text().splitlines()
+
+
+def test_a_blank_line_in_a_trace_is_called_blank(ahasd, tmp_path):
+    lines = _trace_lines(ahasd, tmp_path)
+    lines.insert(3, "")
+    path = tmp_path / "blank.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    line = ahasd("trace", "info", path).one_line_error()
+    assert "line 4" in line
+    assert "blank" in line
+    assert "unexpected" not in line
+
+
+def test_a_duplicate_header_key_is_named_not_called_truncation(ahasd, tmp_path):
+    lines = _trace_lines(ahasd, tmp_path)
+    header = json.loads(lines[0])
+    lines[0] = lines[0][:-1] + f', "length": {header["length"] + 3}}}'
+    path = tmp_path / "twice.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    line = ahasd("trace", "info", path).one_line_error()
+    assert "'length'" in line
+    assert "twice" in line
+    assert "truncated" not in line
+
+
+def test_a_tvc_width_set_by_controller_param_is_named_as_such(ahasd):
+    line = ahasd(
+        *RUN, "fixed", "--tokens", "64", "--controller-param", "tvc.cycle_bits=16"
+    ).one_line_error()
+    assert line.startswith("ahasd: error: --controller-param tvc.cycle_bits=16:")
+    assert "--tvc-cycle-bits" not in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "bounds"),
+    [
+        ([*RUN, "fixed", "--tvc-ratio-bits"], "16..48"),
+        ([*RUN, "fixed", "--tvc-cycle-bits"], "16..48"),
+        (["simulate", "--platform", "sd8gen3", "--skin-limit"], "42..45"),
+        (["simulate", "--platform", "sd8gen3", "--ambient"], "-20..60"),
+        (["simulate", "--platform", "sd8gen3", "--start-temp"], "-20..60"),
+        (["timing", "--seed"], f"0..{2**32 - 1}"),
+        (["trace", "record", "ngram", "--prompt-index"], ">= 0"),
+    ],
+)
+def test_every_number_option_states_its_bounds(ahasd, argv, bounds):
+    line = ahasd(*argv, "x").one_line_error()
+    assert bounds in line
+    assert "invalid" not in line
+
+
+@pytest.mark.parametrize("character", ["\n", "\r", "\x1b"], ids=["newline", "return", "escape"])
+def test_an_error_naming_a_path_with_a_control_character_is_one_line(ahasd, character):
+    line = ahasd(*RUN, "fixed", "--trace", f"a{character}b").one_line_error()
+    assert repr(character)[1:-1] in line  # escaped as in a Python literal
+    assert character not in line
+
+
+def test_cosim_out_files_carry_a_schema(ahasd, tmp_path, monkeypatch):
+    from ahasd.sim.cosim import CosimRun
+
+    def run_cosim(job, params, *, run_name, build_root, waves=False):
+        # Without Verilator: the files' shape is what is tested, not the RTL.
+        run_dir = Path(build_root) / run_name
+        run_dir.mkdir(parents=True)
+        result = run_dir / "result.json"
+        summary = {"mode": "ahasd", "tokens_per_s": 1.0}
+        stats = {"calls": 1, "identical": None, "irq": False}
+        result.write_text(
+            json.dumps({"summary": summary, "log": [[0, "x", {}, 1]], "cosim": stats})
+        )
+        return CosimRun(run_dir, result, run_dir / "log", None)
+
+    monkeypatch.setattr("ahasd.sim.cosim.run_cosim", run_cosim)
+    out = tmp_path / "out"
+    ahasd(*["cosim", *RUN[1:], "fixed", "--tokens", "16", "--json", "--out", out,
+            "--build-dir", tmp_path / "b"])  # fmt: skip
+    docs = (ROOT / "docs" / "json.md").read_text()
+    for name in ("summary.json", "cosim.json", "decisions.json"):
+        document = json.loads((out / name).read_text())
+        assert isinstance(document, dict), name
+        assert f"`{document['schema']}`" in docs, name  # documented
+    assert json.loads((out / "decisions.json").read_text())["decisions"] == [[0, "x", {}, 1]]
