@@ -91,8 +91,7 @@ def _check_int(name: str, value: object, low: int) -> None:
 def _check_real(name: str, value: object, low: float, high: float) -> None:
     # Finite only, even where the range is open above: an infinite (or overflowing) parameter
     # turns the policy's arithmetic into inf - inf = NaN or an OverflowError mid-run.
-    good = not isinstance(value, bool) and isinstance(value, int | float)
-    if not (good and math.isfinite(value) and low <= value <= high):
+    if not (_finite_number(value) and low <= value <= high):
         span = f"in [{low}, {high}]" if math.isfinite(high) else f">= {low}"
         reads = "a number" if math.isfinite(high) else "a finite number"
         raise ValueError(f"{name} must be {reads} {span}, not {value!r}")
@@ -578,6 +577,15 @@ PAPER_POLICIES = ("specdecpp", "svip", "adaedl", "banditspec")
 _FALLBACK_PARAMS = ("window", "threshold", "cooldown", "resume_after")
 
 
+def _finite_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer past a float's range
+        return False
+
+
 def _check_kinds(name: str, cls: type, params: dict, prefix: str) -> None:
     """UserError unless each of ``params`` is of its default's kind: a switch takes only
     true or false (the string "no" is not false), a count an integer, a number a finite
@@ -595,8 +603,7 @@ def _check_kinds(name: str, cls: type, params: dict, prefix: str) -> None:
         elif isinstance(default, int):
             good, reads = isinstance(value, int) and not isinstance(value, bool), "an integer"
         elif isinstance(default, float):
-            good = isinstance(value, int | float) and not isinstance(value, bool)
-            good, reads = good and math.isfinite(value), "a finite number"
+            good, reads = _finite_number(value), "a finite number"
         elif isinstance(default, tuple | list):
             good, reads = isinstance(value, tuple | list), "a list"
         elif isinstance(default, str):

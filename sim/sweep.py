@@ -636,7 +636,20 @@ _ROW_FIGURES = {
     "energy_per_token_mj": float,
     "acceptance_rate": float,
     "drafted": int,
+    "accepted": int,
 }
+# Figures the report reads where a row has them.
+_ROW_OPTIONAL = {"seconds": float, "accepted_per_drafted": float}
+
+
+def _finite(value) -> bool:
+    """A JSON number that is finite as a float (an integer of 400 digits is not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _check_row(path: Path, number: int, row: dict) -> None:
@@ -653,10 +666,14 @@ def _check_row(path: Path, number: int, row: dict) -> None:
             raise UserError(f"{where}, field '{key}': must be a string, not {row[key]!r}")
     if "error" in row:
         return
-    for key, kind in _ROW_FIGURES.items():
+    figures = {**_ROW_FIGURES, **{k: v for k, v in _ROW_OPTIONAL.items() if k in row}}
+    busy = row.get("busy_s", {})
+    if not isinstance(busy, dict) or not all(_finite(v) for v in busy.values()):
+        raise UserError(f"{where}, field 'busy_s': must map devices to seconds, not {busy!r}")
+    for key, kind in figures.items():
         value = row[key]
         good = isinstance(value, kind if kind is int else int | float)
-        if isinstance(value, bool) or not good or not math.isfinite(value) or value < 0:
+        if not good or not _finite(value) or value < 0:
             reads = "an integer" if kind is int else "a finite number"
             raise UserError(f"{where}, field '{key}': must be {reads} >= 0, not {value!r}")
     if row["tokens"] < 1 or row["tokens_per_s"] <= 0 or row["energy_per_token_mj"] <= 0:

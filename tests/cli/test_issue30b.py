@@ -473,3 +473,31 @@ def test_cosim_out_files_carry_a_schema(ahasd, tmp_path, monkeypatch):
         assert isinstance(document, dict), name
         assert f"`{document['schema']}`" in docs, name  # documented
     assert json.loads((out / "decisions.json").read_text())["decisions"] == [[0, "x", {}, 1]]
+
+
+# -- found by the fuzz of the classes (tests/cli/test_fuzz_classes.py) ----------------------
+
+
+def test_a_policy_number_past_a_floats_range_is_one_line(ahasd):
+    line = ahasd(*RUN, "specdecpp", "--policy-param", f"noise={'9' * 400}").one_line_error()
+    assert "noise" in line
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("tokens_per_s", "9" * 400), ("accepted", None), ("busy_s", "[1]")],
+    ids=["figure-past-float", "no-accepted", "busy-not-a-map"],
+)
+def test_a_results_row_the_report_cannot_read_is_named(ahasd, tmp_path, field, value):
+    row = {
+        "mode": "gpu-only", "pair": "opt-1.3b-6.7b", "policy": "fixed", "tokens": 16,
+        "tokens_per_s": 10.0, "energy_per_token_mj": 5.0, "acceptance_rate": 0.5, "drafted": 9,
+        "accepted": 4,
+    }  # fmt: skip
+    text = json.dumps({k: v for k, v in row.items() if k != field})
+    if value is not None:
+        text = text[:-1] + f', "{field}": {value}}}'
+    out = _results(tmp_path, text + "\n")
+    line = ahasd("report", "--results", out).one_line_error()
+    assert "line 1" in line
+    assert field in line
