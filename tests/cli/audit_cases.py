@@ -123,6 +123,8 @@ def classify(outcome: Outcome, wrong: str | None) -> str:
         return "ok"
     if outcome.code == 2 and len(outcome.err.strip().splitlines()) == 1:
         return "user error"
+    if outcome.code == 2:
+        return "silent wrong"  # a refusal, but its message split over lines
     if outcome.code == 130:
         return "interrupted"
     return "traceback"
@@ -273,13 +275,19 @@ def terminated_sweep(work: Path) -> None:
         results_file.exists() and results_file.read_bytes().count(b"\n")
     ):
         time.sleep(0.1)
-    child.send_signal(signal.SIGTERM)
+    child.send_signal(signal.SIGTERM)  # the sweep alone, as `kill PID` does
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(timeout=30)
-    time.sleep(1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGKILL)  # what this script started, if left
-    child.wait()
+    # Whatever it left running (its pool's workers, if they outlive it) stays until the
+    # case's command has run: ended then by end_left_behind.
+    (work / "group").write_text(str(child.pid))
+
+
+def end_left_behind(work: Path, outcome: Outcome) -> str | None:
+    """Kill what the terminated sweep left behind (only its own process group)."""
+    with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+        os.killpg(int((work / "group").read_text()), signal.SIGKILL)
+    return None
 
 
 def jobs_two_twice(work: Path) -> None:
@@ -397,7 +405,7 @@ def cases() -> list[Case]:
         Case("8 SIGTERM leaves the sweep locked", "a sweep after a terminated one",
              ["sweep", "--pairs", "llama2-7b-13b", "--policies", "fixed", "--modes", "ahasd",
               "--tokens", "16", "--jobs", "1", "--out", "out"], "ok", terminated_sweep,
-             timeout=60),
+             end_left_behind, timeout=60),
         Case("9 a billion-run grid", "three axes of 1,000 values",
              [*S, "--grid", "g.toml", "--out", "out"], "user error",
              grid("[axes]\n" + "".join(
@@ -545,6 +553,7 @@ def main() -> int:
         except (RuntimeError, OSError) as error:  # a setup that could not run
             kind, wrong, outcome = "setup failed", str(error), None
         finally:
+            end_left_behind(work, None)  # whatever the case's outcome
             shutil.rmtree(work, ignore_errors=True)
         expected = {"either": ("ok", "user error")}.get(case.expect, (case.expect,))
         good = kind in expected
