@@ -48,6 +48,17 @@ TEMPERATURE_MIN = 0.01
 TEMPERATURE_MAX = 100.0
 
 
+def _index(text: str) -> int:
+    """An integer; its range is the corpus's, checked (and stated) once the corpus is read."""
+    try:
+        return int(text) if text.isascii() else int("x")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer, a held-out file's number (0 up to the corpus's count), "
+            f"not {text!r}"
+        ) from None
+
+
 def _real(text: str) -> float:
     try:
         value = float(text)
@@ -130,7 +141,10 @@ def register(subparsers) -> None:
     )
     ngram.add_argument("--out", type=path_arg, help="output trace file")
     ngram.add_argument(
-        "--prompt-index", type=integer(0, None), default=3, help="held-out file number (default: 3)"
+        "--prompt-index",
+        type=_index,
+        default=3,
+        help="held-out file number, 0 up to the corpus's count (default: 3)",
     )
     ngram.add_argument(
         "--temperature",

@@ -45,7 +45,7 @@ SWEEP = ["sweep", "--pairs", "opt-1.3b-6.7b", "--policies", "fixed", "--tokens",
 ROW = {
     "mode": "gpu-only", "pair": "opt-1.3b-6.7b", "policy": "fixed", "tokens": 8,
     "tokens_per_s": 10.0, "energy_per_token_mj": 5.0, "acceptance_rate": 0.5, "drafted": 9,
-    "run_id": "a", "key": "k",
+    "accepted": 4, "run_id": "a", "key": "k",
 }  # fmt: skip
 
 

@@ -107,7 +107,7 @@ def test_a_corrupt_results_row_names_file_line_and_field(ahasd, tmp_path, comman
     good = {
         "mode": "gpu-only", "pair": "opt-1.3b-6.7b", "policy": "fixed", "tokens": 16,
         "tokens_per_s": 10.0, "energy_per_token_mj": 5.0, "acceptance_rate": 0.5, "drafted": 9,
-        "run_id": "a", "key": "k",
+        "accepted": 4, "run_id": "a", "key": "k",
     }  # fmt: skip
     out = _results(tmp_path, json.dumps(good) + "\n" + json.dumps({**good, **row}) + "\n")
     argv = ["report", "--results", out] if command == "report" else [*SWEEP, "--out", out]
@@ -432,7 +432,7 @@ def test_a_tvc_width_set_by_controller_param_is_named_as_such(ahasd):
         (["simulate", "--platform", "sd8gen3", "--ambient"], "-20..60"),
         (["simulate", "--platform", "sd8gen3", "--start-temp"], "-20..60"),
         (["timing", "--seed"], f"0..{2**32 - 1}"),
-        (["trace", "record", "ngram", "--prompt-index"], ">= 0"),
+        (["trace", "record", "ngram", "--prompt-index"], "0 up to the corpus's count"),
     ],
 )
 def test_every_number_option_states_its_bounds(ahasd, argv, bounds):
