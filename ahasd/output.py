@@ -14,6 +14,8 @@
   depend on it stay cached.
 - New files get the permissions ``open()`` would give them (``0o666`` less the umask), new
   folders ``0o777`` less the umask; a file rewritten keeps its own permissions.
+- An interrupt (Ctrl-C) stops a commit that has not renamed anything yet, even one whose
+  KeyboardInterrupt a library swallowed (:func:`mark_interrupted`).
 - :func:`write_file` is an output set of one file; :class:`Journal` is the append-only,
   line-per-record file of a resumable sweep (each line flushed and fsynced).
 - Only regular files are written or replaced: a target that is a symbolic link (dangling or
@@ -43,9 +45,38 @@ __all__ = [
     "check_file",
     "check_folder",
     "file_kind",
+    "interrupted",
+    "mark_interrupted",
     "open_regular",
     "write_file",
 ]
+
+
+class _Interrupts:
+    """Whether Ctrl-C arrived while the command ran (set by :func:`mark_interrupted`).
+
+    Needed beside the KeyboardInterrupt itself: one raised inside a finalizer (a library's
+    ``__del__`` run by the garbage collector mid-elaboration) is printed and dropped by
+    Python, and the command would go on to write its files and exit 0.
+    """
+
+    seen = False
+
+
+def mark_interrupted(seen: bool = True) -> None:
+    """Record that an interrupt arrived (the command line's SIGINT handler calls it);
+    ``False`` clears the record (a new command)."""
+    _Interrupts.seen = seen
+
+
+def interrupted() -> bool:
+    """Whether an interrupt was recorded since the last :func:`mark_interrupted` (False)."""
+    return _Interrupts.seen
+
+
+def _stop_if_interrupted() -> None:
+    if _Interrupts.seen:
+        raise KeyboardInterrupt
 
 
 def _umask() -> int:
@@ -262,6 +293,7 @@ class OutputSet:
         ahasd.errors.UserError
             naming the path that could not be written; nothing of this set is left behind.
         """
+        _stop_if_interrupted()  # an interrupt that was swallowed on the way still stops it
         for path in self.files:
             check_file(path, option=self.option)
         changed = {path: not _unchanged(path, data) for path, data in self.files.items()}
@@ -276,6 +308,7 @@ class OutputSet:
                 current = path
                 created += _make_folders(path.parent)
                 staged.append((_stage(path, data, _kept_mode(path, default_mode)), path))
+            _stop_if_interrupted()
             for temporary, path in staged:
                 current = path
                 os.replace(temporary, path)

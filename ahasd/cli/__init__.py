@@ -25,12 +25,15 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import signal
 import sys
+import threading
 
 from ahasd import __version__
 from ahasd.cli import progress
 from ahasd.cli.args import Parser
 from ahasd.errors import UsageError, UserError
+from ahasd.output import interrupted, mark_interrupted
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
@@ -118,12 +121,15 @@ def main(argv: list[str] | None = None) -> int:
         _say("ahasd: error: standard output is closed; redirect it (>/dev/null) to discard it")
         return 2
     sys.stdout = _GuardedStdout(stdout)
+    previous = _catch_interrupts()
     try:
         try:
             args = build_parser().parse_args(argv)
             status = int(args.func(args) or 0)
         except SystemExit as stop:  # --help and --version print and stop here
             status = stop.code if isinstance(stop.code, int) else 0
+        if interrupted():
+            raise KeyboardInterrupt  # one that a library swallowed on the way
         sys.stdout.flush()
         return status
     except UsageError as error:
@@ -152,6 +158,32 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         sys.stdout = stdout
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        mark_interrupted(False)
+
+
+def _catch_interrupts():
+    """Install the SIGINT handler of a command; the one it replaces, or None if none was
+    installed (not the main thread, or SIGINT ignored, as for a background job).
+
+    The handler records the interrupt before raising KeyboardInterrupt: Python drops an
+    exception raised inside a finalizer (amaranth's ``MustUse.__del__`` runs during
+    elaboration), and the command would otherwise finish, write and exit 0.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    current = signal.getsignal(signal.SIGINT)
+    if current is not signal.default_int_handler:
+        return None
+
+    def interrupt(signum, frame):
+        mark_interrupted()
+        raise KeyboardInterrupt
+
+    mark_interrupted(False)
+    signal.signal(signal.SIGINT, interrupt)
+    return current
 
 
 def _say(message: str) -> None:

@@ -501,3 +501,31 @@ def test_a_results_row_the_report_cannot_read_is_named(ahasd, tmp_path, field, v
     line = ahasd("report", "--results", out).one_line_error()
     assert "line 1" in line
     assert field in line
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_interrupt_a_finalizer_swallowed_still_stops_the_command(ahasd, tmp_path, monkeypatch):
+    # What happened under load in `ahasd verilog`: Ctrl-C arrived while amaranth's
+    # MustUse.__del__ ran; Python prints and drops an exception raised in a finalizer, and the
+    # command wrote its files and exited 0.
+    import gc
+    import signal
+
+    from ahasd.cli import hw
+
+    class Finalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, delivered inside __del__
+
+    real = hw.convert
+
+    def convert(block):
+        Finalized()  # collected at once, its __del__ interrupted
+        gc.collect()
+        return real(block)
+
+    monkeypatch.setattr(hw, "convert", convert)
+    out = tmp_path / "verilog"
+    outcome = ahasd("verilog", "queues", "--out", out)
+    assert outcome.code == 130, outcome.err
+    assert not out.exists()
