@@ -85,9 +85,8 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {_tidy(message)} (see {self.prog} --help)")
 
 
-def integer(low: int, high: int | None):
-    """An argument type: an integer in ``low..high`` (both included; no upper bound if
-    ``high`` is None, where the bound is known only later, e.g. from a corpus)."""
+def integer(low: int, high: int):
+    """An argument type: an integer in ``low..high`` (both included)."""
 
     def parse(text: str) -> int:
         try:
@@ -96,9 +95,8 @@ def integer(low: int, high: int | None):
             value = int(text) if text.isascii() else None
         except ValueError:
             value = None
-        if value is None or value < low or (high is not None and value > high):
-            span = f"in {low}..{high}" if high is not None else f">= {low}"
-            raise argparse.ArgumentTypeError(f"must be an integer {span}, not {text!r}")
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, not {text!r}")
         return value
 
     parse.__name__ = "integer"
