@@ -13,7 +13,9 @@
 - A file whose bytes would not change is not rewritten: it keeps its mtime, so builds that
   depend on it stay cached.
 - New files get the permissions ``open()`` would give them (``0o666`` less the umask), new
-  folders ``0o777`` less the umask.
+  folders ``0o777`` less the umask; a file rewritten keeps its own permissions.
+- An interrupt (Ctrl-C) stops a commit that has not renamed anything yet, even one whose
+  KeyboardInterrupt a library swallowed (:func:`mark_interrupted`).
 - :func:`write_file` is an output set of one file; :class:`Journal` is the append-only,
   line-per-record file of a resumable sweep (each line flushed and fsynced).
 - Only regular files are written or replaced: a target that is a symbolic link (dangling or
@@ -43,9 +45,38 @@ __all__ = [
     "check_file",
     "check_folder",
     "file_kind",
+    "interrupted",
+    "mark_interrupted",
     "open_regular",
     "write_file",
 ]
+
+
+class _Interrupts:
+    """Whether Ctrl-C arrived while the command ran (set by :func:`mark_interrupted`).
+
+    Needed beside the KeyboardInterrupt itself: one raised inside a finalizer (a library's
+    ``__del__`` run by the garbage collector mid-elaboration) is printed and dropped by
+    Python, and the command would go on to write its files and exit 0.
+    """
+
+    seen = False
+
+
+def mark_interrupted(seen: bool = True) -> None:
+    """Record that an interrupt arrived (the command line's SIGINT handler calls it);
+    ``False`` clears the record (a new command)."""
+    _Interrupts.seen = seen
+
+
+def interrupted() -> bool:
+    """Whether an interrupt was recorded since the last :func:`mark_interrupted` (False)."""
+    return _Interrupts.seen
+
+
+def _stop_if_interrupted() -> None:
+    if _Interrupts.seen:
+        raise KeyboardInterrupt
 
 
 def _umask() -> int:
@@ -71,6 +102,45 @@ def _nearest_existing(path: Path) -> Path:
             break
         current = parent
     return current
+
+
+def _check_length(path: Path, option: str | None) -> None:
+    """UserError naming ``path`` if a component is longer than the file system allows
+    (``NAME_MAX``, 255 bytes on Linux) or the whole is longer than ``PATH_MAX``: every
+    ``stat`` of it would fail with ENAMETOOLONG, so it is refused before any of them."""
+    existing = _nearest_existing_quiet(path)
+    try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+        path_max = os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > name_max:
+            raise UserError(
+                f"{_named(path, option)}: a name in it is {size} bytes long, more than the "
+                f"{name_max} the file system allows"
+            )
+    size = len(os.fsencode(str(path)))
+    if size >= path_max:
+        raise UserError(
+            f"{_named(path, option)}: is {size} bytes long, more than the {path_max - 1} the "
+            "file system allows"
+        )
+
+
+def _nearest_existing_quiet(path: Path) -> Path:
+    """The closest ancestor of ``path`` that exists, found without stat-ing a name that is
+    too long (``/`` or ``.`` if none)."""
+    parts = path.parts
+    for count in range(len(parts), 0, -1):
+        candidate = Path(*parts[:count])
+        try:
+            if os.path.lexists(candidate):
+                return candidate
+        except (OSError, ValueError):
+            continue
+    return Path("/") if path.is_absolute() else Path(".")
 
 
 def _probe_writable(folder: Path, path: Path, option: str | None) -> None:
@@ -160,7 +230,9 @@ def check_folder(path, *, option: str | None = None, files=()) -> Path:
     Returns ``path`` as a :class:`~pathlib.Path`.
     """
     path = Path(path)
+    _check_length(path, option)
     for name in files:
+        _check_length(path / name, option)
         if (path / name).is_dir():
             raise UserError(f"{_named(path / name, option)}: is a folder, not a file")
         _refuse_special(path / name, option)
@@ -172,6 +244,7 @@ def check_file(path, *, option: str | None = None) -> Path:
     """Refuse ``path`` as an output file if it is a folder, a symbolic link or a special
     file (device, FIFO, socket), or if its folder cannot be written."""
     path = Path(path)
+    _check_length(path, option)
     if path.is_dir():
         raise UserError(f"{_named(path, option)}: is a folder, not a file")
     if path.name in ("", ".", ".."):
@@ -220,10 +293,11 @@ class OutputSet:
         ahasd.errors.UserError
             naming the path that could not be written; nothing of this set is left behind.
         """
+        _stop_if_interrupted()  # an interrupt that was swallowed on the way still stops it
         for path in self.files:
             check_file(path, option=self.option)
         changed = {path: not _unchanged(path, data) for path, data in self.files.items()}
-        mode = 0o666 & ~_umask()
+        default_mode = 0o666 & ~_umask()
         created: list[Path] = []
         staged: list[tuple[Path, Path]] = []
         current = None
@@ -233,7 +307,8 @@ class OutputSet:
                     continue
                 current = path
                 created += _make_folders(path.parent)
-                staged.append((_stage(path, data, mode), path))
+                staged.append((_stage(path, data, _kept_mode(path, default_mode)), path))
+            _stop_if_interrupted()
             for temporary, path in staged:
                 current = path
                 os.replace(temporary, path)
@@ -247,6 +322,16 @@ class OutputSet:
             _undo(staged, created)
             raise
         return changed
+
+
+def _kept_mode(path: Path, default: int) -> int:
+    """The permissions a rewrite of ``path`` gets: the file's own if it exists (a user who
+    made an output read-only for others, or executable, keeps that), else ``default``."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return default
+    return stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else default
 
 
 def _make_folders(folder: Path) -> list[Path]:
@@ -320,7 +405,11 @@ class Journal:
             flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
             fd = open_regular(self.path, flags, option=option)
             self.handle = os.fdopen(fd, "ab")
-            self.handle.truncate(valid_bytes)
+            if os.fstat(fd).st_size != valid_bytes:
+                # Only when there is a cut line to drop: truncate() sets the mtime even when
+                # the size does not change, and a resumed sweep with nothing to run must
+                # leave its results file as it was.
+                self.handle.truncate(valid_bytes)
             if valid_bytes and os.pread(fd, 1, valid_bytes - 1) != b"\n":
                 # A whole last record saved without its newline: end it, keep it.
                 self.handle.write(b"\n")

@@ -60,6 +60,7 @@ __all__ = [
     "NONLINEAR_WITHOUT_AAU",
     "PLATFORM_KIND",
     "RANK_SPLITS",
+    "SEED_MAX",
     "SPEC_FILE_MAX_BYTES",
     "SPEC_FOLDERS",
     "SPEC_VALUE_MAX",
@@ -88,6 +89,11 @@ __all__ = [
     "sourced_number",
     "spec_paths",
 ]
+
+# Seeds are unsigned 32-bit: NumPy takes any non-negative integer, but a bound keeps seeds
+# writable in every tool that reads the results (and -1 out). The command line's --seed and
+# a grid's seed axis share it.
+SEED_MAX = (1 << 32) - 1
 
 BUILTIN_SPEC_DIR = Path(__file__).parent / "specs"
 
@@ -915,6 +921,9 @@ class RunSettings:
     record_timeline: bool = _help("Keep every device task for the Chrome trace.", False)
 
     def __post_init__(self) -> None:
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+            raise UserError(f"seed must be an integer in 0..{SEED_MAX}, not {seed!r}")
         for name, low in (
             ("tokens", 1),
             ("prompt_tokens", 1),
@@ -1070,7 +1079,7 @@ def apply_overrides(library: SpecLibrary, overrides: tuple) -> SpecLibrary:
 _OVERRIDE_CACHE: dict[int, tuple[SpecLibrary, dict]] = {}
 
 
-def _role_path(path: str, roles: dict[str, str]) -> str:
+def role_path(path: str, roles: dict[str, str]) -> str:
     """``devices.@npu.x`` -> ``devices.npu-mobile.x`` with the run's device of that role."""
     section, _, rest = path.partition(".")
     if not rest.startswith("@"):
@@ -1103,7 +1112,7 @@ def resolve(
         for role in ("npu", "pim")
         for name, sourced in platform.precision
     )
-    user = tuple((_role_path(path, roles), value) for path, value in settings.spec_overrides)
+    user = tuple((role_path(path, roles), value) for path, value in settings.spec_overrides)
     sharing = settings.memory_sharing or platform.memory_sharing
     resolved = dataclasses.replace(
         settings,
@@ -1139,6 +1148,26 @@ def controller_params(settings: RunSettings) -> tuple[EDCParams, TVCParams, GTSU
             )
         given[block][name] = value
     try:
-        return tuple(CONTROLLER_BLOCKS[block](**given[block]) for block in CONTROLLER_BLOCKS)
+        params = tuple(CONTROLLER_BLOCKS[block](**given[block]) for block in CONTROLLER_BLOCKS)
     except (TypeError, ValueError) as error:
         raise UserError(f"controller parameters: {error}") from None
+    _check_controller_lengths(settings, params[1])
+    return params
+
+
+def _check_controller_lengths(settings: RunSettings, tvc) -> None:
+    """UserError naming ``tvc.length_bits`` if the TVC's length fields (L_kv, LEARN's
+    length, P) cannot hold the run's KV length, ``prompt_tokens + tokens``.
+
+    Checked here, where the settings become parameters, for every mode alike (as the
+    command line's default width is): otherwise the golden TVC's port check would raise
+    a ValueError from deep inside the run.
+    """
+    longest = settings.prompt_tokens + settings.tokens
+    if longest.bit_length() > tvc.length_bits:
+        given = dict(settings.controller_params).get("tvc.length_bits", tvc.length_bits)
+        raise UserError(
+            f"controller parameter tvc.length_bits={given}: the TVC's length fields hold at "
+            f"most {(1 << tvc.length_bits) - 1}, but prompt {settings.prompt_tokens} + "
+            f"{settings.tokens} tokens = {longest} needs {longest.bit_length()} bits"
+        )

@@ -89,8 +89,12 @@ def _check_int(name: str, value: object, low: int) -> None:
 
 
 def _check_real(name: str, value: object, low: float, high: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (low <= value <= high):
-        raise ValueError(f"{name} must be a number in [{low}, {high}], not {value!r}")
+    # Finite only, even where the range is open above: an infinite (or overflowing) parameter
+    # turns the policy's arithmetic into inf - inf = NaN or an OverflowError mid-run.
+    if not (_finite_number(value) and low <= value <= high):
+        span = f"in [{low}, {high}]" if math.isfinite(high) else f">= {low}"
+        reads = "a number" if math.isfinite(high) else "a finite number"
+        raise ValueError(f"{name} must be {reads} {span}, not {value!r}")
 
 
 def _check_outcome(drafted: int, accepted: int, seconds: float) -> None:
@@ -351,7 +355,9 @@ class SpecDecPP(_Stateless):
         if self.noise > 0.0:
             a = min(max(a, 1e-9), 1 - 1e-9)
             logit = math.log(a / (1.0 - a)) + self._rng.normal(0.0, self.noise)
-            a = 1.0 / (1.0 + math.exp(-logit))
+            # The logistic function in its overflow-free form: a large noise draws logits
+            # far beyond exp's range (about 709), where 1 / (1 + exp(-x)) overflows.
+            a = 0.5 * (1.0 + math.tanh(0.5 * logit))
         return a
 
     def step(self, i: int, token: DraftToken) -> Step:
@@ -571,6 +577,43 @@ PAPER_POLICIES = ("specdecpp", "svip", "adaedl", "banditspec")
 _FALLBACK_PARAMS = ("window", "threshold", "cooldown", "resume_after")
 
 
+def _finite_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer past a float's range
+        return False
+
+
+def _check_kinds(name: str, cls: type, params: dict, prefix: str) -> None:
+    """UserError unless each of ``params`` is of its default's kind: a switch takes only
+    true or false (the string "no" is not false), a count an integer, a number a finite
+    int or float, a list a list. The constructors check ranges; this catches what they would
+    take silently because Python's truthiness or duck typing accepts it."""
+    defaults = {
+        p.name: p.default
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.default is not inspect.Parameter.empty
+    }
+    for key, value in params.items():
+        default = defaults.get(key)
+        if isinstance(default, bool):
+            good, reads = isinstance(value, bool), "true or false"
+        elif isinstance(default, int):
+            good, reads = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        elif isinstance(default, float):
+            good, reads = _finite_number(value), "a finite number"
+        elif isinstance(default, tuple | list):
+            good, reads = isinstance(value, tuple | list), "a list"
+        elif isinstance(default, str):
+            good, reads = isinstance(value, str), "a string"
+        else:
+            continue
+        if not good:
+            raise UserError(f"policy {name!r}: {prefix}{key} must be {reads}, not {value!r}")
+
+
 def make_policy(name: str, *, fallback: bool = False, **params) -> Policy:
     """Build a policy by name, optionally wrapped in :class:`Fallback`.
 
@@ -603,6 +646,8 @@ def make_policy(name: str, *, fallback: bool = False, **params) -> Policy:
             )
     if wrapper_params and not fallback:
         raise UserError("fallback_* parameters given without fallback=True")
+    _check_kinds(name, cls, params, "")
+    _check_kinds(name, Fallback, wrapper_params, "fallback_")
     try:
         policy = cls(**params)
         return Fallback(policy, **wrapper_params) if fallback else policy

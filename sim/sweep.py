@@ -46,9 +46,11 @@ import ahasd
 from ahasd import golden
 from ahasd.errors import UserError
 from ahasd.output import Journal, check_folder, open_regular
+from ahasd.params import TVCParams
 from ahasd.sim.config import (
     CONTROLLER_BLOCKS,
     DEVICE_SETTINGS,
+    SEED_MAX,
     RunSettings,
     SpecLibrary,
     controller_params,
@@ -56,6 +58,7 @@ from ahasd.sim.config import (
     load_library,
     read_toml,
     resolve,
+    role_path,
 )
 from ahasd.sim.modes import find_mode, simulate
 from ahasd.sim.modes.hardware import ASSEMBLY_ROLES
@@ -68,6 +71,7 @@ __all__ = [
     "RESULTS_FILE",
     "ROW_SCHEMA",
     "ResultsDir",
+    "check_one_setter_per_field",
     "expand",
     "finished_rows",
     "load_grid",
@@ -164,9 +168,29 @@ def load_grid(path: Path) -> GridFile:
             expected = _axis_type(key, kind)
             for value in values:
                 _check_axis_value(path, key, value, expected)
+                low, high = _AXIS_BOUNDS.get(key, (None, None))
+                if low is not None and not low <= value <= high:
+                    raise UserError(
+                        f"{path}: axis {key!r}: value {value!r} must be in {low}..{high}, as "
+                        f"the command line's --{key.replace('_', '-')}"
+                    )
         parsed.append((key, values))
     return GridFile(str(path), str(data.get("description", "")), tuple(parsed))
 
+
+# The longest KV cache the controller's default length fields hold (as ahasd.cli.args).
+KV_LENGTH_MAX = (1 << TVCParams().length_bits) - 1
+# Run settings whose grid values have the command line's bounds (ahasd.cli.args): a seed a
+# sweep option would refuse is refused in a grid file too.
+_AXIS_BOUNDS = {
+    "seed": (0, SEED_MAX),
+    "tokens": (1, KV_LENGTH_MAX - 1),
+    "prompt_tokens": (1, KV_LENGTH_MAX - 1),
+    "draft_queue_tokens": (1, KV_LENGTH_MAX),
+    "specpim_planned_draft": (1, KV_LENGTH_MAX),
+    "tvc_ratio_bits": (16, 48),
+    "tvc_cycle_bits": (16, 48),
+}
 
 # What a grid value of each kind of field must be: (accepted types, how it reads).
 _VALUE_TYPES = {
@@ -257,6 +281,41 @@ def expand(axes: Iterable[tuple[str, tuple]], base: dict) -> list[RunSettings]:
             )
         )
     return points
+
+
+# Run settings that set a controller field also named by a controller axis.
+_SETTING_FIELDS = {"tvc_ratio_bits": "tvc.ratio_bits", "tvc_cycle_bits": "tvc.cycle_bits"}
+
+
+def check_one_setter_per_field(
+    grid: GridFile, points: list[RunSettings], base: dict, library: SpecLibrary
+) -> None:
+    """UserError naming the grid file if two of its axes, or an axis and a command-line
+    override, set one field: ``tvc_cycle_bits`` and ``tvc.cycle_bits``, or
+    ``devices.@npu.X`` and ``devices.npu-mobile.X`` on a run whose NPU is ``npu-mobile``.
+    Otherwise the later would win silently and the run's label would show both."""
+    given = [(f"--spec-override {p}", p) for p, _ in base.get("spec_overrides", ())]
+    given += [(f"--controller-param {p}", p) for p, _ in base.get("controller_params", ())]
+    axes = [(f"axis {key!r}", _SETTING_FIELDS.get(key, key)) for key in grid.axis_names()]
+    seen_devices = set()
+    for point in points:
+        devices = tuple(getattr(point, name) for name in ("platform", *DEVICE_SETTINGS))
+        if devices in seen_devices:
+            continue
+        seen_devices.add(devices)
+        resolved = resolve(point, library)[0]
+        roles = {role: getattr(resolved, role) for role in DEVICE_SETTINGS}
+        setters: dict[str, str] = {}
+        for label, name in given + axes:
+            field = role_path(name, roles) if name.startswith(_SPEC_HEADS) else name
+            if field in setters and label.startswith("axis"):
+                raise UserError(
+                    f"{grid.path}: {setters[field]} and {label} both set {field}; keep one"
+                )
+            setters.setdefault(field, label)
+
+
+_SPEC_HEADS = ("devices.", "power.", "models.")
 
 
 def _expand_values(key: str, values: tuple) -> tuple:
@@ -509,7 +568,8 @@ def read_results(path: Path) -> tuple[list[dict], int]:
     A last line without its newline is kept if it is a whole JSON object (an editor that
     saves without a final newline); one that is not (a sweep killed mid-write) is left out,
     with a note on stderr, and the writer truncates it away before appending. Any other
-    line that is not JSON is a UserError.
+    line that is not a JSON object (NaN and Infinity included), and a row whose labels or
+    figures are missing or of the wrong kind, is a UserError naming the line.
     """
     path = Path(path)
     if not os.path.lexists(path):
@@ -521,17 +581,23 @@ def read_results(path: Path) -> tuple[list[dict], int]:
         raise UserError(f"{path}: cannot read ({error.strerror or error})") from None
     end = data.rfind(b"\n") + 1
     rows = []
+    number = 0
     for number, line in enumerate(data[:end].splitlines(), 1):
         if not line.strip():
             continue
         row = _parse_row(line)
         if row is None:
-            raise UserError(f"{path}: line {number} is not a JSON object; move the file away")
+            raise UserError(
+                f"{path}: line {number} is not a JSON object (or holds NaN or Infinity); move "
+                "the file away"
+            )
+        _check_row(path, number, row)
         rows.append(row)
     tail = data[end:]
     if tail.strip():
         row = _parse_row(tail)
         if row is not None:
+            _check_row(path, number + 1, row)
             rows.append(row)
             end = len(data)
         else:
@@ -545,12 +611,75 @@ def read_results(path: Path) -> tuple[list[dict], int]:
 
 
 def _parse_row(line: bytes) -> dict | None:
-    """The JSON object on ``line``, or None if it is not one."""
+    """The JSON object on ``line``, or None if it is not one (NaN and Infinity, which
+    Python's reader takes but JSON has not and no sweep writes, make it none)."""
     try:
-        row = json.loads(line)
+        row = json.loads(line, parse_constant=_no_constant)
     except (ValueError, RecursionError):  # bad JSON, bad UTF-8, an integer too long to read
         return None
     return row if isinstance(row, dict) else None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+# What the fields of a results row must hold: the labels and identity every row has (a
+# refused run's too), and the figures a finished run has, which resume reuses and the
+# report reads. A row is checked when read, so a corrupt one is named by file and line
+# instead of failing later in a hash table or a sum.
+_ROW_LABELS = ("mode", "pair", "policy")
+_ROW_STRINGS = ("schema", "key", "run_id", "config_hash", "trace_hash", "version", "scenario")
+_ROW_FIGURES = {
+    "tokens": int,
+    "tokens_per_s": float,
+    "energy_per_token_mj": float,
+    "acceptance_rate": float,
+    "drafted": int,
+    "accepted": int,
+}
+# Figures the report reads where a row has them.
+_ROW_OPTIONAL = {"seconds": float, "accepted_per_drafted": float}
+
+
+def _finite(value) -> bool:
+    """A JSON number that is finite as a float (an integer of 400 digits is not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _check_row(path: Path, number: int, row: dict) -> None:
+    """UserError naming ``path``, line ``number`` and the field of ``row`` that is missing
+    or of the wrong kind."""
+    where = f"{path}: line {number}"
+    missing = [key for key in _ROW_LABELS if key not in row]
+    if "error" not in row:
+        missing += [key for key in _ROW_FIGURES if key not in row]
+    if missing:
+        raise UserError(f"{where}: the row lacks {', '.join(missing)}; move the file away")
+    for key in (*_ROW_LABELS, *_ROW_STRINGS, "error"):
+        if key in row and not isinstance(row[key], str):
+            raise UserError(f"{where}, field '{key}': must be a string, not {row[key]!r}")
+    if "error" in row:
+        return
+    figures = {**_ROW_FIGURES, **{k: v for k, v in _ROW_OPTIONAL.items() if k in row}}
+    busy = row.get("busy_s", {})
+    if not isinstance(busy, dict) or not all(_finite(v) for v in busy.values()):
+        raise UserError(f"{where}, field 'busy_s': must map devices to seconds, not {busy!r}")
+    for key, kind in figures.items():
+        value = row[key]
+        good = isinstance(value, kind if kind is int else int | float)
+        if not good or not _finite(value) or value < 0:
+            reads = "an integer" if kind is int else "a finite number"
+            raise UserError(f"{where}, field '{key}': must be {reads} >= 0, not {value!r}")
+    if row["tokens"] < 1 or row["tokens_per_s"] <= 0 or row["energy_per_token_mj"] <= 0:
+        raise UserError(
+            f"{where}: tokens, tokens_per_s and energy_per_token_mj must be > 0 in a finished run"
+        )
 
 
 # -- running ---------------------------------------------------------------------------------

@@ -305,6 +305,21 @@ def _lone_surrogate(value) -> bool:
     return False
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_keys(pairs: list) -> dict:
+    """``json.loads``'s object hook: the object, or :class:`_DuplicateKey` on a repeat."""
+    result = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
 def _parse_header(path: Path, line: str) -> dict:
     if len(line) > MAX_HEADER_BYTES:
         raise _fail(
@@ -320,7 +335,11 @@ def _parse_header(path: Path, line: str) -> dict:
             f"nested {depth:,} levels deep; a header nests at most {MAX_HEADER_DEPTH}",
         )
     try:
-        header = json.loads(line)
+        header = json.loads(line, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as error:
+        # JSON readers disagree on which of two equal keys wins; a header is refused
+        # rather than read as the last one says (a second "length" made the body look cut).
+        raise _fail(path, "header (line 1)", f"the key {error.key!r} appears twice") from None
     except json.JSONDecodeError as error:
         raise _fail(path, "header (line 1)", f"not valid JSON ({error.msg})") from None
     except ValueError:  # an integer past Python's digit limit
@@ -461,6 +480,14 @@ def load_trace(path) -> Trace:
     body = lines[1:]
     length = header["length"]
     names = header["columns"]
+    for record, line in enumerate(body):
+        if not line.strip():
+            # Said as what it is; counted, it read as "unexpected" or "missing" records.
+            raise _fail(
+                path,
+                f"line {record + 2}",
+                "blank: a trace holds one record per line, with no blank lines",
+            )
     if len(body) < length:
         raise _fail(
             path,

@@ -13,21 +13,27 @@ file is written through :mod:`ahasd.output`.
 What a user sees when something goes wrong (:func:`main`): a usage error or a
 :class:`ahasd.errors.UserError` is one line on stderr and exit status 2; an interrupt is
 ``ahasd: interrupted`` on its own line and status 130; standard output that cannot be
-written (a full disk) is one line and status 2; a reader that closed the pipe
+written (a full disk) is one line and status 2, and so is a closed one (``>&-``), refused
+before any work; a path the system cannot look up (a name over 255 bytes) is one line
+naming it; a reader that closed the pipe
 (``ahasd trace list | head -1``) ends the command silently with status 141, as SIGPIPE
 would. None is a traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
+import signal
 import sys
+import threading
 
 from ahasd import __version__
 from ahasd.cli import progress
 from ahasd.cli.args import Parser
 from ahasd.errors import UsageError, UserError
+from ahasd.output import interrupted, mark_interrupted
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
@@ -102,16 +108,28 @@ def _silence_stdout() -> None:
         pass
 
 
+# OSError numbers that mean "this path cannot be looked up" rather than a fault of ahasd.
+_PATH_ERRORS = (errno.ENAMETOOLONG, errno.ELOOP)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``ahasd`` with ``argv`` (default: the process arguments); the exit status."""
     stdout = sys.stdout
+    if stdout is None:
+        # Started with standard output closed (``ahasd ... >&-``): every command prints, so
+        # refuse before any work rather than fail at the first line, after files were written.
+        _say("ahasd: error: standard output is closed; redirect it (>/dev/null) to discard it")
+        return 2
     sys.stdout = _GuardedStdout(stdout)
+    previous = _catch_interrupts()
     try:
         try:
             args = build_parser().parse_args(argv)
             status = int(args.func(args) or 0)
         except SystemExit as stop:  # --help and --version print and stop here
             status = stop.code if isinstance(stop.code, int) else 0
+        if interrupted():
+            raise KeyboardInterrupt  # one that a library swallowed on the way
         sys.stdout.flush()
         return status
     except UsageError as error:
@@ -131,11 +149,52 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _say("ahasd: interrupted")
         return 130
+    except OSError as error:
+        if error.errno not in _PATH_ERRORS or error.filename is None:
+            raise
+        # A path the operating system cannot look up at all (a name over NAME_MAX, a loop of
+        # links), met where an input path is first touched: the path and the reason.
+        _say(f"ahasd: error: {os.fsdecode(error.filename)}: {error.strerror}")
+        return 2
     finally:
         sys.stdout = stdout
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        mark_interrupted(False)
+
+
+def _catch_interrupts():
+    """Install the SIGINT handler of a command; the one it replaces, or None if none was
+    installed (not the main thread, or SIGINT ignored, as for a background job).
+
+    The handler records the interrupt before raising KeyboardInterrupt: Python drops an
+    exception raised inside a finalizer (amaranth's ``MustUse.__del__`` runs during
+    elaboration), and the command would otherwise finish, write and exit 0.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    current = signal.getsignal(signal.SIGINT)
+    if current is not signal.default_int_handler:
+        return None
+
+    def interrupt(signum, frame):
+        mark_interrupted()
+        raise KeyboardInterrupt
+
+    mark_interrupted(False)
+    signal.signal(signal.SIGINT, interrupt)
+    return current
 
 
 def _say(message: str) -> None:
-    """``message`` on stderr, on its own line even if a progress bar was being drawn."""
+    """``message`` on stderr, on one line of its own even if a progress bar was being drawn.
+
+    Control characters are escaped (``\\n``, ``\\x1b``): a path or value with a newline would
+    split the message over lines, and an escape sequence would reach the terminal.
+    """
     progress.end_line()
-    print(message, file=sys.stderr)
+    print(message.translate(_CONTROL_ESCAPES), file=sys.stderr)
+
+
+# Every C0 control character and DEL, written as Python writes it in a string literal.
+_CONTROL_ESCAPES = {code: repr(chr(code))[1:-1] for code in (*range(32), 127)}

@@ -5,7 +5,8 @@
   --help)``, raised as :class:`~ahasd.errors.UsageError` (exit status 2) instead of usage
   text and ``SystemExit``.
 - :func:`integer` and :func:`real`: argument types with their bounds in the message, checked
-  while parsing, so nothing starts on a value that cannot work.
+  while parsing, so nothing starts on a value that cannot work; ASCII digits only.
+- :func:`path_arg`: a file or folder argument; never the empty string.
 - :class:`UniqueList`: a list option that drops repeated values (order kept) with a note on
   stderr, so ``--policies fixed fixed`` runs ``fixed`` once.
 - The bounds themselves (:data:`SEED_MAX`, ...), each with the reason for its value.
@@ -16,9 +17,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
 from ahasd.errors import UsageError
 from ahasd.params import TVCParams
+from ahasd.sim.config import SEED_MAX as _SETTINGS_SEED_MAX
 
 __all__ = [
     "BINS_MAX",
@@ -30,12 +33,12 @@ __all__ = [
     "Parser",
     "UniqueList",
     "integer",
+    "path_arg",
     "real",
 ]
 
-# Seeds are unsigned 32-bit: NumPy takes any non-negative integer, but a bound keeps seeds
-# writable in every tool that reads the results (and -1 out).
-SEED_MAX = (1 << 32) - 1
+# Seeds: unsigned 32-bit, the bound the run settings check (a grid's seeds too).
+SEED_MAX = _SETTINGS_SEED_MAX
 # The controller's length fields (TVC L_kv, the KV length the NPU pass reports) are
 # TVCParams.length_bits wide; prompt plus generated tokens must fit them in every mode, so a
 # setting is accepted or refused the same way whichever mode runs it.
@@ -87,7 +90,9 @@ def integer(low: int, high: int):
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            # ASCII only: Python's int() also reads other scripts' digits ("\u0663" is 3),
+            # which no file or tool downstream would read back as the same number.
+            value = int(text) if text.isascii() else None
         except ValueError:
             value = None
         if value is None or not low <= value <= high:
@@ -103,7 +108,7 @@ def real(low: float, high: float, *, low_open: bool = False):
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = float(text) if text.isascii() else math.nan  # as integer() does
         except ValueError:
             value = math.nan
         inside = low < value <= high if low_open else low <= value <= high
@@ -114,6 +119,17 @@ def real(low: float, high: float, *, low_open: bool = False):
 
     parse.__name__ = "number"
     return parse
+
+
+def path_arg(text: str) -> Path:
+    """An argument type: a file or folder name; the empty string is refused (``Path("")``
+    is the current folder, so ``--out ''`` would write there unasked)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must name a file or folder, not ''")
+    return Path(text)
+
+
+path_arg.__name__ = "path"
 
 
 class UniqueList(argparse.Action):

@@ -23,6 +23,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ahasd.cli.args import path_arg
 from ahasd.cli.simulate import (
     RUN_SCHEMA,
     RUN_TABLE,
@@ -36,12 +37,23 @@ from ahasd.errors import UserError
 from ahasd.output import OutputSet, check_folder
 from ahasd.sim import report
 from ahasd.sim.config import RunSettings, load_library
-from ahasd.sim.modes import check_tvc_widths_for_runs
+from ahasd.sim.modes import ASYNC_MODES, check_tvc_widths_for_runs
 
-__all__ = ["COSIM_FILES", "COSIM_SCHEMA", "register", "run_name"]
+__all__ = [
+    "COSIM_FILES",
+    "COSIM_SCHEMA",
+    "COSIM_STATS_SCHEMA",
+    "DECISIONS_SCHEMA",
+    "register",
+    "run_name",
+]
 
 #: The ``schema`` of ``cosim --json`` (docs/json.md): a run's keys plus ``cosim``.
 COSIM_SCHEMA = "ahasd-cosim-run/1"
+#: The ``schema`` of ``cosim.json`` (the statistics) and ``decisions.json`` (the decision
+#: log under ``decisions``), as every JSON object ahasd writes has one (docs/json.md).
+COSIM_STATS_SCHEMA = "ahasd-cosim-stats/1"
+DECISIONS_SCHEMA = "ahasd-cosim-decisions/1"
 #: What ``--out DIR`` holds after a run, all written together or none.
 COSIM_FILES = ("summary.json", "cosim.json", "decisions.json")
 
@@ -53,8 +65,8 @@ def register(subparsers) -> None:
         description="Run the system model with every EDC, TVC and GTSU decision taken by the "
         "generated Verilog of the controller top under cocotb and Verilator.",
     )
-    add_run_options(cos, required=True)
-    cos.add_argument("--out", type=Path, help="write summary.json, cosim.json, decisions.json")
+    add_run_options(cos, required=True)  # --mode: an asynchronous one (checked in _cosim)
+    cos.add_argument("--out", type=path_arg, help="write summary.json, cosim.json, decisions.json")
     add_system_options(cos)
     cos.add_argument("--waves", action="store_true", help="write waveforms named after the run")
     cos.add_argument(
@@ -72,7 +84,7 @@ def register(subparsers) -> None:
     )
     cos.add_argument(
         "--build-dir",
-        type=Path,
+        type=path_arg,
         default=Path("build/cosim"),
         help="build root (default: build/cosim)",
     )
@@ -113,6 +125,13 @@ def _cosim(args) -> int:
         settings = dataclasses.replace(settings, trace=str(Path(settings.trace).resolve()))
     library = load_library(settings.spec_dirs)
     check_names(library, [settings.mode], [settings.pair], [settings.policy])
+    if settings.mode not in ASYNC_MODES:
+        # Refused before the build (minutes): the controller top only decides for the
+        # asynchronous engine; a synchronous mode never calls it.
+        raise UserError(
+            f"cosim --mode {settings.mode}: a synchronous mode has no controller to put the RTL "
+            f"in the loop of; cosim runs {', '.join(ASYNC_MODES)} (ahasd simulate runs every mode)"
+        )
     check_devices(library, settings)
     if args.check and args.rtl_latency:
         raise UserError("--check compares with the golden timing: drop --rtl-latency")
@@ -148,8 +167,11 @@ def _cosim(args) -> int:
     if args.out is not None:
         outputs = OutputSet(option="--out")
         outputs.add(args.out / "summary.json", report.json_text({"schema": RUN_SCHEMA, **summary}))
-        outputs.add(args.out / "cosim.json", report.json_text(stats))
-        outputs.add(args.out / "decisions.json", report.json_text(result["log"]))
+        outputs.add(
+            args.out / "cosim.json", report.json_text({"schema": COSIM_STATS_SCHEMA, **stats})
+        )
+        decisions = {"schema": DECISIONS_SCHEMA, "decisions": result["log"]}
+        outputs.add(args.out / "decisions.json", report.json_text(decisions))
         outputs.commit()
     if args.json:
         print(json.dumps({"schema": COSIM_SCHEMA, **summary, "cosim": stats}))

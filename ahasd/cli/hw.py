@@ -21,6 +21,7 @@ import re
 import sys
 from pathlib import Path
 
+from ahasd.cli.args import SEED_MAX, integer, path_arg
 from ahasd.errors import UserError
 from ahasd.hw.blocks import BLOCKS, lookup
 from ahasd.hw.verilog import (
@@ -74,7 +75,7 @@ def register(subparsers) -> None:
         help=f"blocks to emit (default: all of {', '.join(BLOCKS)})",
     )
     parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})"
+        "--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})"
     )
     parser.add_argument(
         "--prefix",
@@ -93,13 +94,13 @@ def register(subparsers) -> None:
     area.add_argument("blocks", nargs="*", metavar="BLOCK", help="blocks (default: all)")
     area.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         default=DEFAULT_AREA_OUT,
         help=f"work folder for yosys (default: {DEFAULT_AREA_OUT})",
     )
     area.add_argument(
         "--doc",
-        type=Path,
+        type=path_arg,
         default=None,
         help="also write the table into this Markdown file between its area markers "
         "(make area uses docs/hardware.md)",
@@ -125,17 +126,20 @@ def register(subparsers) -> None:
         help=f"blocks (default: all of {', '.join(subjects())})",
     )
     timing.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help=f"placer seed (default: {DEFAULT_SEED})"
+        "--seed",
+        type=integer(0, SEED_MAX),
+        default=DEFAULT_SEED,
+        help=f"placer seed, 0..{SEED_MAX} (default: {DEFAULT_SEED})",
     )
     timing.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         default=DEFAULT_TIMING_OUT,
         help=f"work folder (default: {DEFAULT_TIMING_OUT})",
     )
     timing.add_argument(
         "--doc",
-        type=Path,
+        type=path_arg,
         default=None,
         help="also write the table into this Markdown file between its timing markers "
         "(make area uses docs/hardware.md)",

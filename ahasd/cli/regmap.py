@@ -9,8 +9,8 @@ cannot drift from the RTL, the golden controller or the C header;
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from ahasd.cli.args import path_arg
 from ahasd.output import check_file, write_file
 from ahasd.regmap import ADDR_BITS, DATA_BITS, markdown
 
@@ -52,7 +52,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         default=None,
         help="write to this file instead of stdout (kept as it is if the text is the same)",
     )

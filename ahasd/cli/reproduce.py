@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ahasd.cli.args import KV_LENGTH_MAX, SEED_MAX, UniqueList, integer, real
+from ahasd.cli.args import KV_LENGTH_MAX, SEED_MAX, UniqueList, integer, path_arg, real
 from ahasd.cli.progress import Progress
-from ahasd.cli.simulate import add_backend_options, check_names
+from ahasd.cli.simulate import add_backend_options, check_backend, check_names
 from ahasd.output import check_folder
 from ahasd.sim.config import DEFAULT_PLATFORM, RunSettings, field_default, load_library
 from ahasd.sim.modes import MODES
@@ -36,7 +36,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         default=DEFAULT_OUT,
         help=f"results and report folder (default: {DEFAULT_OUT})",
     )
@@ -108,6 +108,7 @@ def register(subparsers) -> None:
 
 
 def _reproduce(args) -> int:
+    check_backend(args)
     given = {
         "platforms": args.platforms,
         "gpus": args.gpus,

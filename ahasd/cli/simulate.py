@@ -39,6 +39,7 @@ from ahasd.cli.args import (
     SEED_MAX,
     UniqueList,
     integer,
+    path_arg,
     real,
 )
 from ahasd.cli.progress import Progress, end_line
@@ -70,11 +71,13 @@ from ahasd.sim.phone import (
 )
 from ahasd.sim.phone.figures import phone_figure
 from ahasd.sim.phone.platform import known_platforms
-from ahasd.sim.policies import POLICY_NAMES
+from ahasd.sim.phone.settings import SKIN_LIMIT_RANGE
+from ahasd.sim.policies import POLICY_NAMES, make_policy
 from ahasd.sim.sweep import (
     BACKENDS,
     RESULTS_FILE,
     ROW_SCHEMA,
+    check_one_setter_per_field,
     expand,
     finished_rows,
     load_grid,
@@ -100,6 +103,7 @@ __all__ = [
     "add_backend_options",
     "add_run_options",
     "add_system_options",
+    "check_backend",
     "check_devices",
     "check_lengths",
     "check_names",
@@ -326,13 +330,13 @@ def add_system_options(parser: argparse.ArgumentParser, *, many_traces: bool = F
     )
     parser.add_argument(
         "--tvc-ratio-bits",
-        type=int,
+        type=integer(16, 48),
         default=default("tvc_ratio_bits"),
         help=f"TVC table entry width, 16..48 bits (default: {default('tvc_ratio_bits')})",
     )
     parser.add_argument(
         "--tvc-cycle-bits",
-        type=int,
+        type=integer(16, 48),
         default=default("tvc_cycle_bits"),
         help=f"TVC cycle-count width, 16..48 bits (default: {default('tvc_cycle_bits')})",
     )
@@ -380,12 +384,17 @@ def _add_phone_options(parser: argparse.ArgumentParser) -> None:
         help="DRAM energy, pJ/bit, at most 1000 (default: the platform's spec files, 10)",
     )
     group.add_argument(
-        "--skin-limit", type=float, help="skin throttle limit, 42..45 C (default: 45)"
+        "--skin-limit",
+        type=real(*SKIN_LIMIT_RANGE),
+        help=f"skin throttle limit, {SKIN_LIMIT_RANGE[0]:g}..{SKIN_LIMIT_RANGE[1]:g} C "
+        "(default: 45)",
     )
-    group.add_argument("--ambient", type=float, help="ambient temperature, -20..60 C (default: 25)")
+    group.add_argument(
+        "--ambient", type=real(-20.0, 60.0), help="ambient temperature, -20..60 C (default: 25)"
+    )
     group.add_argument(
         "--start-temp",
-        type=float,
+        type=real(-20.0, 60.0),
         help="initial die/skin temperature, -20..60 C (default: the ambient)",
     )
     group.add_argument(
@@ -417,7 +426,7 @@ def register(subparsers) -> None:
     add_run_options(sim, required=False)
     sim.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         help="also write summary, queue CSV, Chrome trace and PNG into this folder "
         "(default: none, print only)",
     )
@@ -474,7 +483,7 @@ def register(subparsers) -> None:
     )
     sweep.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         default=DEFAULT_RESULTS,
         help=f"results folder (default: {DEFAULT_RESULTS})",
     )
@@ -492,17 +501,29 @@ def register(subparsers) -> None:
     )
     rep.add_argument(
         "--results",
-        type=Path,
+        type=path_arg,
         default=DEFAULT_RESULTS,
         help=f"results folder or file (default: {DEFAULT_RESULTS})",
     )
     rep.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         help="output folder (default: the folder of the results file)",
     )
     rep.add_argument("--json", action="store_true", help="print the tables as JSON (docs/json.md)")
     rep.set_defaults(func=_report)
+
+
+def check_backend(args: argparse.Namespace) -> None:
+    """UserError, before any work, on ``--address`` without ``--backend ray`` (it would be
+    ignored) and on ``--backend ray`` where Ray is not installed."""
+    if args.address is not None and args.backend != "ray":
+        raise UserError(f"--address needs --backend ray (the {args.backend} backend has none)")
+    if args.backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise UserError("--backend ray needs Ray: pip install 'ahasd[ray]'")
 
 
 def add_backend_options(parser: argparse.ArgumentParser) -> None:
@@ -881,6 +902,10 @@ def _grid_points(args) -> list[RunSettings]:
             if key in base and key not in ("spec_overrides", "controller_params"):
                 base.pop(key)
         file_axes = grid_file.axes
+        # Expanded first (small: the axes' own product), to check the fields they name.
+        check_one_setter_per_field(
+            grid_file, expand(file_axes, base), base, load_library(base["spec_dirs"])
+        )
     defaults = {
         "seed": [0],
         "trace": ["none"],
@@ -899,6 +924,7 @@ def _grid_points(args) -> list[RunSettings]:
 
 
 def _sweep(args) -> int:
+    check_backend(args)
     points = _grid_points(args)
     if not points:
         raise UserError("the grid is empty")
@@ -909,6 +935,9 @@ def _sweep(args) -> int:
         sorted({p.pair for p in points}),
         sorted({p.policy for p in points}),
     )
+    for policy in {(p.policy, p.fallback, p.policy_params) for p in points}:
+        # A grid's policy_params axis is checked here, before the lock and any run.
+        make_policy(policy[0], fallback=policy[1], **dict(policy[2]))
     checked = set()
     for point in points:  # fail on a bad setting or a bad or short trace before running
         check_lengths(point.tokens, point.prompt_tokens)
@@ -947,44 +976,6 @@ def _sweep(args) -> int:
     return 0
 
 
-# Keys a results row needs for the report's tables and figures, and their kind.
-_REPORT_FIELDS = {
-    "mode": str,
-    "pair": str,
-    "policy": str,
-    "tokens": int,
-    "tokens_per_s": float,
-    "energy_per_token_mj": float,
-    "acceptance_rate": float,
-    "drafted": int,
-}
-
-
-def _check_rows(path: Path, rows: list[dict]) -> None:
-    """UserError naming the run and field of ``rows`` the report cannot use."""
-    for number, row in enumerate(rows, 1):
-        missing = [k for k in _REPORT_FIELDS if k not in row]
-        if missing:
-            raise UserError(f"{path}: run {number} lacks {', '.join(missing)}")
-        for key, kind in _REPORT_FIELDS.items():
-            value = row[key]
-            if kind is str:
-                good = isinstance(value, str)
-            else:
-                numeric = isinstance(value, int | float) and not isinstance(value, bool)
-                good = numeric and (kind is float or isinstance(value, int))
-                good = good and value == value and abs(value) != float("inf") and value >= 0
-            if not good:
-                expected = "a string" if kind is str else f"a finite {kind.__name__} >= 0"
-                raise UserError(
-                    f"{path}: run {number}, field '{key}': must be {expected}, not {value!r}"
-                )
-        if row["tokens"] < 1 or row["tokens_per_s"] <= 0 or row["energy_per_token_mj"] <= 0:
-            raise UserError(
-                f"{path}: run {number}: tokens, tokens_per_s and energy_per_token_mj must be > 0"
-            )
-
-
 def _report(args) -> int:
     path = args.results / RESULTS_FILE if args.results.is_dir() else args.results
     if not path.is_file():
@@ -994,8 +985,12 @@ def _report(args) -> int:
     if not rows:
         raise UserError(f"{path} holds no finished runs")
     # A request rerun after a spec or trace change appends a new row: the last one counts.
+    # Every row was checked as it was read (sim.sweep.read_results), naming its line.
     rows = list({row.get("key", number): row for number, row in enumerate(rows)}.values())
-    _check_rows(path, rows)
+    # In a fixed order, not the file's: a sweep on several workers appends rows as runs
+    # finish, and sums of floats in another order differ in their last bits, so the tables
+    # and figures would change from one sweep of the same grid to the next.
+    rows.sort(key=lambda row: json.dumps(row, sort_keys=True))
     out = args.out or path.parent
     check_folder(out, option="--out", files=REPORT_FILES)
     ablation = report.ablation_rows(rows, MODES)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ahasd.cli.args import BINS_MAX, RECORD_LENGTH_MAX, SEED_MAX, integer, real
+from ahasd.cli.args import BINS_MAX, RECORD_LENGTH_MAX, SEED_MAX, integer, path_arg, real
 from ahasd.cli.progress import Progress
 from ahasd.errors import UserError
 from ahasd.output import OutputSet, check_file, check_folder
@@ -46,6 +46,17 @@ __all__ = ["register", "summarise"]
 # greedy decoding in all but name.
 TEMPERATURE_MIN = 0.01
 TEMPERATURE_MAX = 100.0
+
+
+def _index(text: str) -> int:
+    """An integer; its range is the corpus's, checked (and stated) once the corpus is read."""
+    try:
+        return int(text) if text.isascii() else int("x")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer, a held-out file's number (0 up to the corpus's count), "
+            f"not {text!r}"
+        ) from None
 
 
 def _real(text: str) -> float:
@@ -102,7 +113,9 @@ def register(subparsers) -> None:
     gen.add_argument(
         "--realise", action="store_true", help="also draw realised accept flags from beta"
     )
-    gen.add_argument("--out", type=Path, required=True, help="output file (.jsonl or .jsonl.gz)")
+    gen.add_argument(
+        "--out", type=path_arg, required=True, help="output file (.jsonl or .jsonl.gz)"
+    )
     gen.set_defaults(func=_gen)
 
     info = commands.add_parser("info", help="summarise a trace: length, acceptance, entropy")
@@ -124,11 +137,14 @@ def register(subparsers) -> None:
         "ngram", help="character n-gram pair trained on the Python stdlib (offline, seconds)"
     )
     ngram.add_argument(
-        "--builtins", type=Path, metavar="DIR", help="rebuild the shipped traces into DIR"
+        "--builtins", type=path_arg, metavar="DIR", help="rebuild the shipped traces into DIR"
     )
-    ngram.add_argument("--out", type=Path, help="output trace file")
+    ngram.add_argument("--out", type=path_arg, help="output trace file")
     ngram.add_argument(
-        "--prompt-index", type=int, default=3, help="held-out file number (default: 3)"
+        "--prompt-index",
+        type=_index,
+        default=3,
+        help="held-out file number, 0 up to the corpus's count (default: 3)",
     )
     ngram.add_argument(
         "--temperature",
@@ -176,7 +192,7 @@ def register(subparsers) -> None:
     )
     hf.add_argument("--pair", help="pair name for the header")
     hf.add_argument("--prompt-id", help="prompt id for the header")
-    hf.add_argument("--out", type=Path, required=True, help="output trace file")
+    hf.add_argument("--out", type=path_arg, required=True, help="output trace file")
     hf.set_defaults(func=_record_hf)
 
 

@@ -22,7 +22,12 @@ from ahasd.sim.modes.ladder import AsyncRun
 from ahasd.sim.modes.state import draw_outcomes
 from ahasd.sim.modes.sync import SyncRun
 from ahasd.sim.modes.table import find_mode
-from ahasd.sim.modes.tvc_widths import TVCWidthGuard, check_tvc_widths, run_description
+from ahasd.sim.modes.tvc_widths import (
+    TVCWidthGuard,
+    check_tvc_widths,
+    run_description,
+    width_option,
+)
 from ahasd.sim.policies import make_policy
 from ahasd.sim.trace_sources import resolve_trace
 from ahasd.sim.traces import Trace
@@ -88,7 +93,9 @@ def simulate(
         guard = None
         if mode.tvc:  # refuse widths the run would saturate, before it starts and while it runs
             check_tvc_widths(settings, hardware, presets)
-            guard = TVCWidthGuard(tvc_params, presets, run_description(settings, hardware))
+            options = {f: width_option(settings, f) for f in ("ratio_bits", "cycle_bits")}
+            where = run_description(settings, hardware)
+            guard = TVCWidthGuard(tvc_params, presets, where, options)
         if controller is None:
             controller = GoldenController(edc_params, tvc_params, gtsu_params, tvc_presets=presets)
         efix = [entropy_to_fixed(min(h, 15.0)) for h in trace.draft_entropy.tolist()]

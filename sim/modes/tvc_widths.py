@@ -49,6 +49,7 @@ __all__ = [
     "check_tvc_widths_for_runs",
     "run_description",
     "tvc_bounds",
+    "width_option",
 ]
 
 # Contexts sampled between the prompt and the end of the generation (pass costs are
@@ -153,16 +154,29 @@ def run_description(settings, hardware) -> str:
     )
 
 
+def width_option(settings, field: str) -> str:
+    """How the run was given the TVC's ``field`` (``ratio_bits``, ``cycle_bits``), for a
+    message: ``--controller-param tvc.cycle_bits=16`` if that set it, else
+    ``--tvc-cycle-bits 40``."""
+    for path, value in getattr(settings, "controller_params", ()):
+        if path == f"tvc.{field}":
+            return f"--controller-param tvc.{field}={value}"
+    return f"--tvc-{field.replace('_', '-')} {getattr(settings, 'tvc_' + field)}"
+
+
 def check_tvc_widths(settings, hardware, presets: dict[str, int]) -> TVCBounds:
     """Refuse (:class:`~ahasd.errors.UserError`, one line) a run whose TVC widths
     (``settings.tvc_ratio_bits``, ``settings.tvc_cycle_bits``) cannot hold the largest values
     of :func:`tvc_bounds`; return the bounds otherwise."""
-    params = TVCParams(ratio_bits=settings.tvc_ratio_bits, cycle_bits=settings.tvc_cycle_bits)
+    from ahasd.sim.config import controller_params
+
+    # The run's TVC as built (a --controller-param tvc.cycle_bits wins over --tvc-cycle-bits).
+    params = controller_params(settings)[1]
     bounds = tvc_bounds(settings, hardware, presets, params)
     problems = []
-    for option, width, values in (
-        ("--tvc-ratio-bits", params.ratio_bits, bounds.ratios),
-        ("--tvc-cycle-bits", params.cycle_bits, bounds.cycles),
+    for field, width, values in (
+        ("ratio_bits", params.ratio_bits, bounds.ratios),
+        ("cycle_bits", params.cycle_bits, bounds.cycles),
     ):
         short = [
             f"{name} needs {bits} bits"
@@ -170,7 +184,7 @@ def check_tvc_widths(settings, hardware, presets: dict[str, int]) -> TVCBounds:
             if (bits := _needs(value, width)) is not None
         ]
         if short:
-            problems.append(f"{option} {width}: {', '.join(short)}")
+            problems.append(f"{width_option(settings, field)}: {', '.join(short)}")
     if problems:
         raise UserError(
             f"{'; '.join(problems)} on {run_description(settings, hardware)}: the TVC would "
@@ -189,20 +203,27 @@ class TVCWidthGuard:
     where : the run, for the message.
     """
 
-    def __init__(self, params: TVCParams, presets: dict[str, int], where: str) -> None:
+    def __init__(
+        self, params: TVCParams, presets: dict[str, int], where: str, options: dict | None = None
+    ) -> None:
         self.params = params
         self.where = where
+        # How each width was given, for the message (see width_option).
+        self.options = options or {
+            "ratio_bits": f"--tvc-ratio-bits {params.ratio_bits}",
+            "cycle_bits": f"--tvc-cycle-bits {params.cycle_bits}",
+        }
         self.nvct = deque([presets.get("nvct", 0)] * params.depth, maxlen=params.depth)
 
-    def _refuse(self, option: str, width: int, name: str, value: int) -> None:
+    def _refuse(self, field: str, name: str, value: int) -> None:
         raise UserError(
-            f"{option} {width}: {name} needs {value.bit_length()} bits on {self.where}: "
+            f"{self.options[field]}: {name} needs {value.bit_length()} bits on {self.where}: "
             f"reached during the run (docs/system-model.md, 'TVC widths')"
         )
 
     def _cycles(self, name: str, value: int) -> None:
         if value.bit_length() > self.params.cycle_bits:
-            self._refuse("--tvc-cycle-bits", self.params.cycle_bits, name, value)
+            self._refuse("cycle_bits", name, value)
 
     def learn(self, table: str, cycles: int, length: int) -> None:
         """A LEARN of ``cycles`` over ``length`` into ``table`` ("nvct", "pdct", "pvct")."""
@@ -210,7 +231,7 @@ class TVCWidthGuard:
         self._cycles(f"{name} cycles", cycles)
         ratio = _ratio(cycles, length, self.params.frac_bits) if length else 0
         if ratio.bit_length() > self.params.ratio_bits:
-            self._refuse("--tvc-ratio-bits", self.params.ratio_bits, name, ratio)
+            self._refuse("ratio_bits", name, ratio)
         if table == "nvct":
             self.nvct.appendleft(ratio)
 

@@ -100,6 +100,11 @@ class PhoneSettings:
 
     def __post_init__(self) -> None:
         find_phone_mode(self.mode)
+        # The policy and its parameters too, here: the run builds the policy only after the
+        # first modes of `--mode all` have run (minutes), too late to refuse a typo.
+        from ahasd.sim.policies import make_policy
+
+        make_policy(self.policy, fallback=self.fallback, **dict(self.policy_params))
         if self.task not in TASKS:
             raise UserError(f"unknown task {self.task!r} (known: {', '.join(TASKS)})")
         if self.draft_weights not in DRAFT_WEIGHTS:
