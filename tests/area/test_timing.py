@@ -10,12 +10,14 @@ import pytest
 
 from ahasd.cli import main
 from ahasd.cli.hw import TIMING_BEGIN, TIMING_END
+from ahasd.hw.blocks import lookup
 from ahasd.hw.timing import (
     CriticalPath,
     asic_mhz,
     gate_budget,
     longest_paths,
 )
+from ahasd.hw.verilog import block_digest
 
 
 def test_asic_clock_from_gate_levels():
@@ -94,8 +96,12 @@ def test_timing_of_one_block_end_to_end(tmp_path, capsys):
     out = tmp_path / "work"
     assert main(["timing", "gtsu", "--out", str(out), "--doc", str(doc), "--seed", "3"]) == 0
     printed = capsys.readouterr().out.strip().splitlines()
-    # A header, its rule, one row: the GTSU has one domain (pim, 800 MHz).
-    assert len(printed) == 3
+    # A header, its rule, one row (the GTSU has one domain: pim, 800 MHz), a blank line and
+    # the line of RTL digests the rows were measured on.
+    assert len(printed) == 5
+    assert printed[3] == ""
+    assert printed[4].startswith("RTL digests")
+    assert f"gtsu `{block_digest(lookup('gtsu'))}`" in printed[4]
     header = [cell.strip() for cell in printed[0].strip("|").split("|")]
     assert header[:3] == ["block", "domain (target)", "ECP5 Fmax"]
     row = [cell.strip() for cell in printed[2].strip("|").split("|")]
@@ -115,7 +121,7 @@ def test_timing_of_one_block_end_to_end(tmp_path, capsys):
     # The document: the table between the markers, the rest untouched.
     text = doc.read_text()
     assert text.startswith(f"# Report\n\n{TIMING_BEGIN}\n{printed[0]}\n")
-    assert text.endswith(f"{printed[2]}\n{TIMING_END}\n\nafter\n")
+    assert text.endswith(f"{printed[2]}\n\n{printed[4]}\n{TIMING_END}\n\nafter\n")
 
 
 def test_timing_rejects_an_unknown_block_and_a_doc_without_markers(tmp_path, capsys):

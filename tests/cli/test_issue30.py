@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from ahasd.hw.verilog import module_name
 from ahasd.params import TopParams
 from ahasd.sim.config import BUILTIN_SPEC_DIR
 from ahasd.sim.controller import GoldenController
@@ -221,10 +222,11 @@ def test_verilog_refuses_a_special_file_among_its_outputs(ahasd, tmp_path, victi
     out = tmp_path / "verilog"
     out.mkdir()
     target = _special(tmp_path, kind, victim)
-    target.rename(out / "queues.v")
+    named = out / f"{module_name('queues')}.v"  # the file `ahasd verilog queues` writes
+    target.rename(named)
     line = ahasd("verilog", "queues", "--out", out).one_line_error()
-    assert str(out / "queues.v") in line
-    assert _kind_of(out / "queues.v") != stat.S_IFREG
+    assert str(named) in line
+    assert _kind_of(named) != stat.S_IFREG
     assert victim.read_bytes() == b"precious\n"
 
 

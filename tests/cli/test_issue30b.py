@@ -519,10 +519,10 @@ def test_an_interrupt_a_finalizer_swallowed_still_stops_the_command(ahasd, tmp_p
 
     real = hw.convert
 
-    def convert(block):
+    def convert(block, **options):
         Finalized()  # collected at once, its __del__ interrupted
         gc.collect()
-        return real(block)
+        return real(block, **options)
 
     monkeypatch.setattr(hw, "convert", convert)
     out = tmp_path / "verilog"

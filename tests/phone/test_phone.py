@@ -282,7 +282,7 @@ def test_cli_phone_json_keeps_the_simulate_keys(capsys):
     [
         (["--platform", "pixel"], "unknown platform 'pixel'"),
         (["--duration", "5"], "--duration needs --platform"),
-        (["--platform", "m4", "--skin-limit", "41"], "skin-limit must be a temperature"),
+        (["--platform", "m4", "--skin-limit", "41"], "--skin-limit: must be a number in 42..45"),
         (["--platform", "m4", "--trace", "iid:0.5"], "--trace does not apply with --platform"),
         (["--platform", "m4", "--specpim-pim", "x"], "--specpim-pim does not apply with"),
         (["--platform", "m4", "--draft-model", "x"], "--draft-model does not apply with"),
