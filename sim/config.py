@@ -168,6 +168,10 @@ class DeviceSpec:
     sync_latency_s: float | None = _help("Operator-level GPU/PIM hand-off latency (s).")
     nonlinear_elements_per_s: float | None = _help("CPU: nonlinear elements per second.")
     transfer_latency_s: float | None = _help("CPU: latency of one PIM-to-CPU round trip (s).")
+    event_service_cycles: int | None = _help(
+        "CPU: cycles from a controller interrupt to the register write that answers it (a "
+        "pre-verification order passed on); None = not modelled (0)."
+    )
     weight_bytes: float | None = _help(
         "Bytes per weight the device computes on (FP16 = 2); None = the model's own (INT8)."
     )
@@ -265,7 +269,13 @@ class PairSpec:
     source: str = _help("Where the pair comes from.", "")
 
 
-_DEVICE_INT_FIELDS = {"units", "draft_ranks", "aau_elements_per_cycle", "switch_cycles"}
+_DEVICE_INT_FIELDS = {
+    "units",
+    "draft_ranks",
+    "aau_elements_per_cycle",
+    "switch_cycles",
+    "event_service_cycles",
+}
 _DEVICE_TEXT_FIELDS = ("name", "kind", "description", "sources")
 # Fields that may legitimately be zero (a PIM without AAU, no switch cost, no static power).
 _ZERO_OK = {
@@ -274,6 +284,7 @@ _ZERO_OK = {
     "sync_latency_s",
     "transfer_latency_s",
     "pim_request_latency_s",
+    "event_service_cycles",
 }
 _REQUIRED_BY_KIND = {
     "npu": ("clock_hz", "matrix_macs_per_s", "vector_ops_per_s", "memory_bandwidth"),

@@ -44,6 +44,8 @@ class Hardware:
     static_w: dict[str, float]
     pim_clock_hz: float = 800e6
     switch_cycles: int = 0
+    # The CPU's service of a controller interrupt (it passes a pre-verification order on).
+    cpu_event_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     details: dict = field(default_factory=dict)
 
@@ -368,6 +370,7 @@ def _assemble_pim_npu(mode: Mode, settings: RunSettings, library: SpecLibrary) -
         static,
         pim_clock_hz=pim.clock_hz,
         switch_cycles=pim.switch_cycles or 0,
+        cpu_event_s=(cpu.event_service_cycles or 0) / cpu.clock_hz if cpu.clock_hz else 0.0,
         notes=notes,
         details=details,
     )

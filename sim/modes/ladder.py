@@ -403,7 +403,8 @@ class AsyncRun(RunState):
         tokens = chosen[-1][1] - self.committed + 2
         cost = self.hardware.preverify_pass(tokens, self.prompt + self.committed)
         self.pim_busy()
-        delay = self.switch(Task.PREVERIFY)
+        # The order reaches the PIM through the CPU: its interrupt service, then the switch.
+        delay = self.hardware.cpu_event_s + self.switch(Task.PREVERIFY)
         self.pim_state = "preverify"
         start = self.loop.now + delay
         self.task("pim", "preverify", start, cost, tokens=n)

@@ -34,9 +34,10 @@ DRAFT_S, VERIFY_S, PREVERIFY_S = 0.010, 0.100, 0.020
 ENTROPY = 4096  # 1.0 nat per position in the EDC's UQ4.12
 
 
-def _hardware(memory_bound: float = 1.0) -> Hardware:
+def _hardware(memory_bound: float = 1.0, cpu_event_s: float = 0.0) -> Hardware:
     """Draft 10 ms per token, NPU pass 100 ms (``memory_bound`` of it memory-bound),
-    pre-verification 20 ms, whatever their sizes."""
+    pre-verification 20 ms, whatever their sizes; the CPU's interrupt service
+    ``cpu_event_s``."""
     return Hardware(
         draft_pass=lambda tokens, context: Cost(DRAFT_S, 0.0),
         verify_pass=lambda tokens, context: Cost(
@@ -49,6 +50,7 @@ def _hardware(memory_bound: float = 1.0) -> Hardware:
         static_w={},
         pim_clock_hz=800e6,
         switch_cycles=48,
+        cpu_event_s=cpu_event_s,
     )
 
 
@@ -82,7 +84,7 @@ class Scripted(GoldenController):
         return min(available, self.answers.pop(0)) if self.answers else 0
 
 
-def _scripted(flags, decisions, answers, **settings):
+def _scripted(flags, decisions, answers, *, hardware=None, **settings):
     """An ``ahasd`` run of 16 tokens, 3-token batches, on the scripted hardware."""
     base = RunSettings(
         mode="ahasd", pair="opt-1.3b-6.7b", policy="fixed", tokens=16,
@@ -91,7 +93,7 @@ def _scripted(flags, decisions, answers, **settings):
     recorder = RecordingController(Scripted(decisions, answers))
     result = simulate(
         replace(base, **settings),
-        hardware=_hardware(),
+        hardware=hardware or _hardware(),
         trace=_trace(flags),
         controller=recorder,
     )
@@ -395,6 +397,36 @@ def test_tvc_preverification_catches_rejections_before_the_npu():
     separate = simulate(RunSettings(mode="ahasd", memory_sharing="separate", **common)).summary
     assert separate["npu_blocked_by_pim_s"] == 0
     assert separate["preverify_useful"] > 0
+
+
+def _preverify_start(result):
+    (start,) = [start for dev, name, start, _, _ in result.metrics.timeline
+                if (dev, name) == ("pim", "preverify")]  # fmt: skip
+    return start
+
+
+def test_the_cpus_interrupt_service_delays_the_preverification_it_passes_on():
+    # The scripted run of test_an_all_accepted_preverification_resumes_drafting: TVC orders
+    # the pre-verification at 60 ms; the order reaches the PIM through the CPU's interrupt
+    # service (here 5 us), then the GTSU switch (48 cycles at 800 MHz): it starts at
+    # 60 ms + 5 us + 60 ns, and everything after it moves by the 5 us.
+    switch, service = 48 / 800e6, 5e-6
+    plain, _ = _scripted([1] * 16, [True, False], [3])
+    served, _ = _scripted([1] * 16, [True, False], [3], hardware=_hardware(cpu_event_s=service))
+    assert _preverify_start(plain) == pytest.approx(0.060 + switch, abs=1e-9)
+    assert _preverify_start(served) == pytest.approx(0.060 + service + switch, abs=1e-9)
+    assert _draft_start(served, 6) - _draft_start(plain, 6) == pytest.approx(service, abs=1e-9)
+
+
+def test_the_host_cpus_service_time_is_its_firmware_cycles_at_its_clock():
+    from ahasd.sim.config import load_library
+    from ahasd.sim.modes.hardware import build_hardware
+
+    library = load_library()
+    cpu = library.device("host-cpu", "cpu")
+    hardware = build_hardware(RunSettings(mode="ahasd", pair="opt-1.3b-6.7b"), library)
+    assert cpu.event_service_cycles == 155  # make firmware's measurement (docs/integration.md)
+    assert hardware.cpu_event_s == pytest.approx(155 / cpu.clock_hz)
 
 
 # -- a pre-verification that finds every token accepted --------------------------------------
