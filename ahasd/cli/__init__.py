@@ -183,7 +183,23 @@ def _catch_interrupts():
 
     mark_interrupted(False)
     signal.signal(signal.SIGINT, interrupt)
+    if sys.unraisablehook is not _quiet_recorded_interrupt:
+        _quiet_recorded_interrupt.wrapped = sys.unraisablehook
+        sys.unraisablehook = _quiet_recorded_interrupt
     return current
+
+
+def _quiet_recorded_interrupt(unraisable) -> None:
+    """``sys.unraisablehook`` of a command: a KeyboardInterrupt raised inside a finalizer
+    (which Python drops) is already recorded, and the command stops with "ahasd:
+    interrupted" and 130 at its next check; printing its traceback too would only alarm.
+    Anything else goes to the hook it replaced."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt) and interrupted():
+        return
+    _quiet_recorded_interrupt.wrapped(unraisable)
+
+
+_quiet_recorded_interrupt.wrapped = sys.unraisablehook
 
 
 def _say(message: str) -> None:

@@ -529,3 +529,6 @@ def test_an_interrupt_a_finalizer_swallowed_still_stops_the_command(ahasd, tmp_p
     outcome = ahasd("verilog", "queues", "--out", out)
     assert outcome.code == 130, outcome.err
     assert not out.exists()
+    # The dropped exception is not printed as a traceback (it was recorded, and said once).
+    assert "Traceback" not in outcome.err, outcome.err
+    assert outcome.err.strip().splitlines()[-1] == "ahasd: interrupted"
