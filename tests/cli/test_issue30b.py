@@ -76,11 +76,18 @@ def test_a_tvc_length_width_that_fits_runs(ahasd):
     assert outcome.code == 0, outcome.err
 
 
-def test_a_tvc_length_width_in_a_grid_is_refused_before_the_sweep(ahasd, tmp_path):
+def _grid_refusal(ahasd, tmp_path, axes: str, *options) -> tuple[str, Path, Path]:
+    """A sweep of ``axes`` (the grid file's ``[axes]`` body) refused: its one-line error,
+    the grid file and the ``--out`` folder (which must not exist after a refusal)."""
     grid = tmp_path / "grid.toml"
-    grid.write_text('[axes]\nmode = ["ahasd"]\n"tvc.length_bits" = [4]\n')
+    grid.write_text(f"[axes]\n{axes}")
     out = tmp_path / "sweep"
-    line = ahasd(*SWEEP[:5], "--tokens", "16", "--grid", grid, "--out", out).one_line_error()
+    line = ahasd(*SWEEP[:5], "--tokens", "16", *options, "--grid", grid, "--out", out)
+    return line.one_line_error(), grid, out
+
+
+def test_a_tvc_length_width_in_a_grid_is_refused_before_the_sweep(ahasd, tmp_path):
+    line, _, out = _grid_refusal(ahasd, tmp_path, 'mode = ["ahasd"]\n"tvc.length_bits" = [4]\n')
     assert "tvc.length_bits=4" in line
     assert not out.exists()
 
@@ -252,10 +259,8 @@ def test_report_is_byte_identical_whatever_order_the_runs_finished_in(ahasd, tmp
 
 
 def test_a_grid_policy_parameter_is_checked_before_the_lock(ahasd, tmp_path):
-    grid = tmp_path / "grid.toml"
-    grid.write_text('[axes]\nmode = ["ahasd"]\n"policy_params.nope" = [1]\n')
-    out = tmp_path / "sweep"
-    line = ahasd(*SWEEP[:5], "--tokens", "16", "--grid", grid, "--out", out).one_line_error()
+    axes = 'mode = ["ahasd"]\n"policy_params.nope" = [1]\n'
+    line, _, out = _grid_refusal(ahasd, tmp_path, axes)
     assert "'nope'" in line
     assert not out.exists()
 
@@ -307,11 +312,7 @@ def test_a_grid_seed_outside_the_command_lines_range_is_refused(ahasd, tmp_path,
     ids=["setting-and-controller", "role-and-name", "option-and-axis", "controller-option"],
 )
 def test_two_setters_of_one_field_are_refused(ahasd, tmp_path, axes, option):
-    grid = tmp_path / "grid.toml"
-    grid.write_text(f'[axes]\nmode = ["ahasd"]\n{axes}')
-    out = tmp_path / "sweep"
-    line = ahasd(*SWEEP[:5], "--tokens", "16", *option, "--grid", grid, "--out", out)
-    line = line.one_line_error()
+    line, grid, out = _grid_refusal(ahasd, tmp_path, f'mode = ["ahasd"]\n{axes}', *option)
     assert str(grid) in line
     assert "both set" in line
     assert not out.exists()
