@@ -37,7 +37,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ahasd.errors import UserError
-from ahasd.sim.config import DeviceSpec, ModelSpec, PowerSpec
+from ahasd.sim.library.specs import DeviceSpec, ModelSpec, PowerSpec
 
 __all__ = [
     "AAU_OPERATOR_CYCLES",

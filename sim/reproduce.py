@@ -31,19 +31,13 @@ from pathlib import Path
 
 from ahasd.output import OutputSet
 from ahasd.sim import report
-from ahasd.sim.config import (
-    DEFAULT_PLATFORM,
-    DEVICE_SETTINGS,
-    RANK_SPLITS,
-    RunSettings,
-    SpecLibrary,
-    load_library,
-    resolve,
-)
 from ahasd.sim.grid import PAPER_PAIRS
+from ahasd.sim.library.loading import SpecLibrary, load_library
+from ahasd.sim.library.platforms import DEFAULT_PLATFORM, DEVICE_SETTINGS, RANK_SPLITS
 from ahasd.sim.modes.hardware import ASSEMBLY_ROLES
 from ahasd.sim.modes.table import COMPARISON_BASE, LADDER, MODE_TABLE, find_mode
 from ahasd.sim.policies import PAPER_POLICIES
+from ahasd.sim.settings import RunSettings, resolve
 from ahasd.sim.sweep import run_sweep
 
 __all__ = [

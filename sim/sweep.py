@@ -47,21 +47,13 @@ from ahasd import golden
 from ahasd.errors import UserError
 from ahasd.output import Journal, check_folder, open_regular
 from ahasd.params import TVCParams
-from ahasd.sim.config import (
-    CONTROLLER_BLOCKS,
-    DEVICE_SETTINGS,
-    SEED_MAX,
-    RunSettings,
-    SpecLibrary,
-    controller_params,
-    integer_spec_fields,
-    load_library,
-    read_toml,
-    resolve,
-    role_path,
-)
+from ahasd.sim.library.files import read_toml
+from ahasd.sim.library.loading import SpecLibrary, load_library
+from ahasd.sim.library.overrides import integer_spec_fields, role_path
+from ahasd.sim.library.platforms import DEVICE_SETTINGS
 from ahasd.sim.modes import find_mode, simulate
 from ahasd.sim.modes.hardware import ASSEMBLY_ROLES
+from ahasd.sim.settings import CONTROLLER_BLOCKS, SEED_MAX, RunSettings, controller_params, resolve
 from ahasd.sim.trace_sources import builtin_trace_names
 from ahasd.sim.traces import builtin_trace_paths
 

@@ -30,7 +30,7 @@ def _synthetic(preset: str, tokens: int, seed: int) -> Trace:
 
 
 def resolve_trace(spec: str | None, preset: str, tokens: int, seed: int) -> Trace:
-    """The trace of a run (see :class:`~ahasd.sim.config.RunSettings` ``trace``): ``spec``
+    """The trace of a run (see :class:`~ahasd.sim.settings.RunSettings` ``trace``): ``spec``
     None = synthetic ``preset``; at least ``tokens`` long, else a UserError."""
     if spec is None:
         trace = _synthetic(preset, tokens, seed)

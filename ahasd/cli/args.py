@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ahasd.errors import UsageError
 from ahasd.params import TVCParams
-from ahasd.sim.config import SEED_MAX as _SETTINGS_SEED_MAX
+from ahasd.sim.settings import SEED_MAX as _SETTINGS_SEED_MAX
 
 __all__ = [
     "BINS_MAX",

@@ -36,8 +36,9 @@ from ahasd.cli.simulate import (
 from ahasd.errors import UserError
 from ahasd.output import OutputSet, check_folder
 from ahasd.sim import report
-from ahasd.sim.config import RunSettings, load_library
+from ahasd.sim.library.loading import load_library
 from ahasd.sim.modes import ASYNC_MODES, check_tvc_widths_for_runs
+from ahasd.sim.settings import RunSettings
 
 __all__ = [
     "COSIM_FILES",

@@ -11,9 +11,11 @@ from ahasd.cli.args import KV_LENGTH_MAX, SEED_MAX, UniqueList, integer, path_ar
 from ahasd.cli.progress import Progress
 from ahasd.cli.simulate import add_backend_options, check_backend, check_names
 from ahasd.output import check_folder
-from ahasd.sim.config import DEFAULT_PLATFORM, RunSettings, field_default, load_library
+from ahasd.sim.library.loading import load_library
+from ahasd.sim.library.platforms import DEFAULT_PLATFORM
 from ahasd.sim.modes import MODES
 from ahasd.sim.reproduce import ReproduceConfig, run_reproduce
+from ahasd.sim.settings import RunSettings, field_default
 
 __all__ = ["DEFAULT_OUT", "register"]
 

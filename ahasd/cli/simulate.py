@@ -47,19 +47,14 @@ from ahasd.errors import UserError
 from ahasd.output import OutputSet, check_folder
 from ahasd.params import TVCParams
 from ahasd.sim import comparison, policies, report
-from ahasd.sim.config import (
+from ahasd.sim.grid import GRIDS, PAPER_GRID
+from ahasd.sim.library.loading import load_library
+from ahasd.sim.library.platforms import (
     DEFAULT_PLATFORM,
     DEVICE_SETTINGS,
     MEMORY_SHARING,
-    NONLINEAR_WITHOUT_AAU,
     RANK_SPLITS,
-    RunSettings,
-    controller_params,
-    field_default,
-    load_library,
-    resolve,
 )
-from ahasd.sim.grid import GRIDS, PAPER_GRID
 from ahasd.sim.modes import MODE_TABLE, MODES, check_tvc_widths_for_runs, find_mode, simulate
 from ahasd.sim.phone import (
     PHONE_MODE_TABLE,
@@ -73,6 +68,13 @@ from ahasd.sim.phone.figures import phone_figure
 from ahasd.sim.phone.platform import known_platforms
 from ahasd.sim.phone.settings import SKIN_LIMIT_RANGE
 from ahasd.sim.policies import POLICY_NAMES, make_policy
+from ahasd.sim.settings import (
+    NONLINEAR_WITHOUT_AAU,
+    RunSettings,
+    controller_params,
+    field_default,
+    resolve,
+)
 from ahasd.sim.sweep import (
     BACKENDS,
     RESULTS_FILE,

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ahasd.sim import pim_schedule as ps
-from ahasd.sim.config import load_library
 from ahasd.sim.cost import operators
+from ahasd.sim.library.loading import load_library
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("scalesim_runner.py")

@@ -16,10 +16,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ahasd.sim.config import RunSettings, load_library
+from ahasd.sim.library.loading import load_library
 from ahasd.sim.modes import build_hardware, simulate
 from ahasd.sim.modes.oplevel import round_shares
 from ahasd.sim.report import pyplot
+from ahasd.sim.settings import RunSettings
 
 PAIR, PLATFORM, PLANNED = "llama2-1.3b-7b", "table2", 4
 LENGTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)

@@ -22,7 +22,7 @@ __all__ = [
 
 
 def settings_to_dict(settings) -> dict:
-    """A :class:`~ahasd.sim.config.RunSettings` as JSON-able fields."""
+    """A :class:`~ahasd.sim.settings.RunSettings` as JSON-able fields."""
     from dataclasses import asdict
 
     return asdict(settings)
@@ -30,7 +30,7 @@ def settings_to_dict(settings) -> dict:
 
 def settings_from_dict(fields: dict):
     """Inverse of :func:`settings_to_dict` (lists back to the tuples the dataclass holds)."""
-    from ahasd.sim.config import RunSettings
+    from ahasd.sim.settings import RunSettings
 
     fields = dict(fields)
     fields["policy_params"] = tuple(
@@ -47,7 +47,7 @@ def settings_from_dict(fields: dict):
 def model_top_params(settings) -> TopParams:
     """The controller top's parameters matching the model's controller for ``settings``:
     the TVC widths and every ``--controller-param`` (``ahasd.sim.modes.simulate`` builds
-    its golden controller with the same :func:`~ahasd.sim.config.controller_params`), so
+    its golden controller with the same :func:`~ahasd.sim.settings.controller_params`), so
     the RTL is built, and the golden side run, with what the settings ask for.
 
     Raises
@@ -59,7 +59,7 @@ def model_top_params(settings) -> TopParams:
     from ahasd.errors import UserError
     from ahasd.params import TVCParams
     from ahasd.regmap import register_map
-    from ahasd.sim.config import controller_params
+    from ahasd.sim.settings import controller_params
 
     edc, tvc, gtsu = controller_params(settings)
     params = TopParams(edc=edc, tvc=tvc, gtsu=gtsu)
@@ -81,7 +81,7 @@ def model_top_params(settings) -> TopParams:
 
 def model_inputs(settings):
     """``(library, hardware, tvc_presets)`` of a run, as ``simulate`` computes them."""
-    from ahasd.sim.config import load_library
+    from ahasd.sim.library.loading import load_library
     from ahasd.sim.modes import build_hardware, tvc_presets
 
     library = load_library(settings.spec_dirs)

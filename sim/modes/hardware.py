@@ -7,7 +7,7 @@ settings from the spec library, and returns a :class:`Hardware`: callables
 modes) a pre-verification pass on the PIM's target ranks, plus static power and notes.
 :func:`tvc_presets` derives the TVC tables' offline-profiling presets from those costs.
 
-The settings are resolved against their platform first (:func:`ahasd.sim.config.resolve`:
+The settings are resolved against their platform first (:func:`ahasd.sim.settings.resolve`:
 devices, precision, spec overrides). A device with ``weight_bytes``/``kv_bytes`` runs every
 model at that precision; a GPU with ``host_link_bandwidth`` streams the weights that do not
 fit its memory over that link (:class:`~ahasd.sim.cost.OffloadPassModel`).
@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 
 from ahasd.errors import UserError
 from ahasd.params import TVCParams
-from ahasd.sim.config import DeviceSpec, ModelSpec, RunSettings, SpecLibrary, resolve
 from ahasd.sim.cost import OffloadPassModel, PassModel, executor_for
+from ahasd.sim.library.loading import SpecLibrary
+from ahasd.sim.library.specs import DeviceSpec, ModelSpec
 from ahasd.sim.modes.oplevel import OperatorSplitPassModel, balanced_fractions, operator_times
 from ahasd.sim.modes.ranks import split_ranks
 from ahasd.sim.modes.table import Mode, find_mode
+from ahasd.sim.settings import RunSettings, resolve
 
 __all__ = ["ASSEMBLY_ROLES", "Hardware", "build_hardware", "tvc_presets"]
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ahasd.sim.config import ModelSpec
 from ahasd.sim.cost import Cost, Executor, operators
+from ahasd.sim.library.specs import ModelSpec
 
 __all__ = ["OperatorSplitPassModel", "balanced_fractions", "operator_times", "round_shares"]
 

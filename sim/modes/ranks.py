@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from ahasd.errors import UserError
-from ahasd.sim.config import DeviceSpec, ModelSpec
+from ahasd.sim.library.specs import DeviceSpec, ModelSpec
 
 __all__ = ["RankSplit", "footprint_bytes", "split_ranks"]
 

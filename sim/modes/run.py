@@ -13,9 +13,9 @@ import numpy as np
 
 from ahasd.errors import UserError
 from ahasd.params import entropy_to_fixed
-from ahasd.sim.config import RunSettings, SpecLibrary, controller_params, resolve
 from ahasd.sim.controller import Controller, GoldenController
 from ahasd.sim.engine import EventLoop
+from ahasd.sim.library.loading import SpecLibrary
 from ahasd.sim.metrics import Metrics
 from ahasd.sim.modes.hardware import Hardware, build_hardware, tvc_presets
 from ahasd.sim.modes.ladder import AsyncRun
@@ -29,6 +29,7 @@ from ahasd.sim.modes.tvc_widths import (
     width_option,
 )
 from ahasd.sim.policies import make_policy
+from ahasd.sim.settings import RunSettings, controller_params, resolve
 from ahasd.sim.trace_sources import resolve_trace
 from ahasd.sim.traces import Trace
 
@@ -57,7 +58,7 @@ def simulate(
     Parameters
     ----------
     settings : the configuration (resolved against its platform first:
-        :func:`ahasd.sim.config.resolve`).
+        :func:`ahasd.sim.settings.resolve`).
     trace : use this trace instead of resolving ``settings.trace``.
     library : spec library (default: built-in plus ``settings.spec_dirs``).
     controller : EDC/TVC/GTSU controller for the async modes (default

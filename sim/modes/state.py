@@ -34,7 +34,7 @@ class RunState:
 
     Parameters
     ----------
-    settings : the run's settings (a :class:`~ahasd.sim.config.RunSettings`, or any object
+    settings : the run's settings (a :class:`~ahasd.sim.settings.RunSettings`, or any object
         with ``tokens`` and ``prompt_tokens``).
     hardware : the cost models (a :class:`~ahasd.sim.modes.hardware.Hardware` or an engine
         subclass's own).

@@ -168,7 +168,7 @@ def check_tvc_widths(settings, hardware, presets: dict[str, int]) -> TVCBounds:
     """Refuse (:class:`~ahasd.errors.UserError`, one line) a run whose TVC widths
     (``settings.tvc_ratio_bits``, ``settings.tvc_cycle_bits``) cannot hold the largest values
     of :func:`tvc_bounds`; return the bounds otherwise."""
-    from ahasd.sim.config import controller_params
+    from ahasd.sim.settings import controller_params
 
     # The run's TVC as built (a --controller-param tvc.cycle_bits wins over --tvc-cycle-bits).
     params = controller_params(settings)[1]

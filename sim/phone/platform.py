@@ -1,7 +1,7 @@
 """Phone platforms: ``sim/specs/platforms/<name>.toml``, one SoC class each.
 
 :func:`load_platform` reads and validates one file (every number with its source, in the
-spec-file format of :mod:`ahasd.sim.config`); :func:`known_platforms` lists the built-in and
+spec-file format of :mod:`ahasd.sim.library.files`); :func:`known_platforms` lists the built-in and
 ``--spec-dir`` ones; :func:`find_platform` loads one by name.
 """
 
@@ -12,17 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ahasd.errors import UserError
-from ahasd.sim.config import (
-    BUILTIN_SPEC_DIR,
+from ahasd.sim.library.files import (
     FILE_NOTES,
     Sourced,
     check_keys,
-    is_system_platform,
     read_toml,
     require_string,
     sourced_number,
-    spec_paths,
 )
+from ahasd.sim.library.loading import BUILTIN_SPEC_DIR, spec_paths
+from ahasd.sim.library.platforms import is_system_platform
 
 __all__ = ["PlatformSpec", "find_platform", "known_platforms", "load_platform"]
 
@@ -133,8 +132,8 @@ def load_platform(path: Path) -> PlatformSpec:
 def known_platforms(spec_dirs=()) -> dict[str, Path]:
     """Platform name -> file, built-in first, later ``spec_dirs`` override by file stem.
 
-    NPU+PIM platforms (``kind = "npu-pim"``, :mod:`ahasd.sim.config`) share the folder and
-    are left out."""
+    NPU+PIM platforms (``kind = "npu-pim"``, :mod:`ahasd.sim.library.platforms`) share the
+    folder and are left out."""
     found = {}
     for directory in (BUILTIN_SPEC_DIR, *(Path(d) for d in spec_dirs)):
         for path in spec_paths(directory, "platforms"):

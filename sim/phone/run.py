@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ahasd.sim import synth
-from ahasd.sim.config import load_library
 from ahasd.sim.cost import Cost
 from ahasd.sim.engine import EventLoop
+from ahasd.sim.library.loading import load_library
 from ahasd.sim.metrics import Metrics
 from ahasd.sim.modes.state import draw_outcomes
 from ahasd.sim.modes.sync import SyncRun

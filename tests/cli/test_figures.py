@@ -12,10 +12,10 @@ from harness.seeds import choose_seed
 from matplotlib.colors import to_hex
 
 from ahasd.sim import report
-from ahasd.sim.config import RunSettings
 from ahasd.sim.modes import MODE_TABLE, MODES, simulate
 from ahasd.sim.phone import PHONE_MODES, PhoneSettings, find_phone_mode, simulate_phone
 from ahasd.sim.phone.figures import phone_figure
+from ahasd.sim.settings import RunSettings
 
 PAIRS = ("opt-1.3b-6.7b", "llama2-7b-13b")
 

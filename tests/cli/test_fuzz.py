@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from ahasd.cli import main
 from ahasd.cli.simulate import SIMULATE_FILES
-from ahasd.sim.config import BUILTIN_SPEC_DIR
+from ahasd.sim.library.loading import BUILTIN_SPEC_DIR
 
 SEED = choose_seed(20261203)
 FUZZ = settings(

@@ -25,9 +25,9 @@ import pytest
 
 from ahasd.hw.verilog import module_name
 from ahasd.params import TopParams
-from ahasd.sim.config import BUILTIN_SPEC_DIR
 from ahasd.sim.controller import GoldenController
 from ahasd.sim.cosim import CosimRun, model_inputs, run_model, settings_from_dict
+from ahasd.sim.library.loading import BUILTIN_SPEC_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_SPECS = ROOT / "tests" / "sim" / "specs"
@@ -350,7 +350,7 @@ PHONE_M4 = ["simulate", "--platform", "m4", "--duration", "2", "--tokens", "16"]
 
 
 def test_every_shipped_spec_file_still_loads():
-    from ahasd.sim.config import load_library
+    from ahasd.sim.library.loading import load_library
     from ahasd.sim.phone.platform import known_platforms, load_platform
 
     library = load_library([str(TEST_SPECS)])

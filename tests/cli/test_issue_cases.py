@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from harness.cli import snapshot
 
-from ahasd.sim.config import BUILTIN_SPEC_DIR
+from ahasd.sim.library.loading import BUILTIN_SPEC_DIR
 from ahasd.sim.modes import MODES
 
 RUN = ["simulate", "--mode", "pim-async", "--pair", "opt-1.3b-6.7b", "--policy", "svip"]

@@ -33,7 +33,6 @@ from pathlib import Path
 import pytest
 
 from ahasd.params import GTSUParams
-from ahasd.sim.config import RunSettings
 from ahasd.sim.cosim import (
     first_divergence,
     model_top_params,
@@ -41,6 +40,7 @@ from ahasd.sim.cosim import (
     run_model,
     settings_to_dict,
 )
+from ahasd.sim.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 # The cocotb harness builds the same top (same Verilog text) here for tests/top: share it.

@@ -16,7 +16,7 @@ import pytest
 
 from ahasd.cli import main
 from ahasd.errors import UserError
-from ahasd.sim.config import BUILTIN_SPEC_DIR, load_library
+from ahasd.sim.library.loading import BUILTIN_SPEC_DIR, load_library
 from ahasd.sim.phone import (
     PHONE_MODE_TABLE,
     PhoneSettings,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ahasd.cli import main
-from ahasd.sim.config import BUILTIN_SPEC_DIR
+from ahasd.sim.library.loading import BUILTIN_SPEC_DIR
 from ahasd.sim.synth import iid_trace
 from ahasd.sim.traces import save_trace
 

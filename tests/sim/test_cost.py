@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ahasd.sim.config import load_library
 from ahasd.sim.cost import PassModel, executor_for
+from ahasd.sim.library.loading import load_library
 
 LIB = load_library()
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from harness.seeds import choose_seed as seed_for
 
-from ahasd.sim.config import RunSettings
 from ahasd.sim.controller import GoldenController
 from ahasd.sim.engine import EventLoop
 from ahasd.sim.modes import MODES, find_mode, simulate
+from ahasd.sim.settings import RunSettings
 
 POLICIES = ("specdecpp", "svip", "adaedl", "banditspec", "fixed", "threshold")
 # Spec 2.2's TVC widths (UQ32.8 ratios, 40-bit cycles); narrower ones saturate on the paper's

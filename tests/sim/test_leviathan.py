@@ -19,10 +19,10 @@ import math
 import pytest
 from harness.seeds import choose_seed as seed_for
 
-from ahasd.sim.config import RunSettings
 from ahasd.sim.cost import Cost
 from ahasd.sim.modes import SYNC_MODES, Hardware, simulate
 from ahasd.sim.policies import make_policy
+from ahasd.sim.settings import RunSettings
 from ahasd.sim.synth import iid_trace
 
 TOKENS = 6000

@@ -19,13 +19,14 @@ from harness.seeds import choose_seed as seed_for
 
 from ahasd.errors import UserError
 from ahasd.params import TVCParams
-from ahasd.sim.config import RunSettings, load_library
 from ahasd.sim.controller import GoldenController
 from ahasd.sim.cosim import RecordingController
 from ahasd.sim.cost import Cost
+from ahasd.sim.library.loading import load_library
 from ahasd.sim.modes import Hardware, build_hardware, check_tvc_widths, simulate, tvc_presets
 from ahasd.sim.modes.contention import Interference, finish_time
 from ahasd.sim.modes.tvc_widths import TVCWidthGuard
+from ahasd.sim.settings import RunSettings
 from ahasd.sim.traces import Trace, TraceHeader
 
 TEST_SPECS = Path(__file__).parent / "specs"
@@ -419,7 +420,7 @@ def test_the_cpus_interrupt_service_delays_the_preverification_it_passes_on():
 
 
 def test_the_host_cpus_service_time_is_its_firmware_cycles_at_its_clock():
-    from ahasd.sim.config import load_library
+    from ahasd.sim.library.loading import load_library
     from ahasd.sim.modes.hardware import build_hardware
 
     library = load_library()

@@ -11,11 +11,12 @@ import pytest
 
 from ahasd.cli import main
 from ahasd.errors import UserError
-from ahasd.sim.config import RunSettings, load_library
 from ahasd.sim.engine import EventLoop
+from ahasd.sim.library.loading import load_library
 from ahasd.sim.metrics import Metrics
 from ahasd.sim.modes import LADDER, MODE_TABLE, Mode, SyncRun, build_hardware, find_mode
 from ahasd.sim.policies import make_policy
+from ahasd.sim.settings import RunSettings
 from ahasd.sim.synth import iid_trace
 
 # The paper's execution modes (spec section 4 and the ablation): the two GPU-hosted

@@ -9,16 +9,10 @@ import pytest
 
 from ahasd.cli import main
 from ahasd.errors import UserError
-from ahasd.sim.config import (
-    BUILTIN_SPEC_DIR,
-    RunSettings,
-    controller_params,
-    field_default,
-    load_library,
-    resolve,
-)
+from ahasd.sim.library.loading import BUILTIN_SPEC_DIR, load_library
 from ahasd.sim.modes import build_hardware, simulate
 from ahasd.sim.phone.platform import known_platforms
+from ahasd.sim.settings import RunSettings, controller_params, field_default, resolve
 
 LIB = load_library()
 RUN = {"pair": "opt-1.3b-6.7b", "policy": "svip", "tokens": 64}

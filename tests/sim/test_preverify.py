@@ -5,10 +5,10 @@ from __future__ import annotations
 from harness.seeds import choose_seed as seed_for
 
 from ahasd.params import GTSUParams
-from ahasd.sim.config import RunSettings
 from ahasd.sim.controller import PriorityGTSUStandIn, Task
 from ahasd.sim.cost import Cost
 from ahasd.sim.modes import Hardware, simulate
+from ahasd.sim.settings import RunSettings
 
 
 def _hardware(draft_s: float, verify_s: float, preverify_s: float) -> Hardware:

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from ahasd.cli import main
-from ahasd.sim.config import RunSettings, load_library
+from ahasd.sim.library.loading import load_library
 from ahasd.sim.modes import simulate
 from ahasd.sim.reproduce import RUNGS, SETTING_READINGS, regime_figure, uncertain_numbers
+from ahasd.sim.settings import RunSettings
 
 SMALL = [
     "--platforms",

@@ -7,11 +7,13 @@ from __future__ import annotations
 import pytest
 
 from ahasd.errors import UserError
-from ahasd.sim.config import ModelSpec, RunSettings, load_library
 from ahasd.sim.cost import Executor, NonlinearPath
+from ahasd.sim.library.loading import load_library
+from ahasd.sim.library.specs import ModelSpec
 from ahasd.sim.modes import build_hardware, simulate
 from ahasd.sim.modes.oplevel import OperatorSplitPassModel, balanced_fractions, round_shares
 from ahasd.sim.modes.ranks import split_ranks
+from ahasd.sim.settings import RunSettings
 
 LIB = load_library()
 GIB = 2**30

@@ -14,7 +14,8 @@ import pytest
 import ahasd
 from ahasd.cli import main
 from ahasd.errors import UserError
-from ahasd.sim.config import BUILTIN_SPEC_DIR, RunSettings, load_library
+from ahasd.sim.library.loading import BUILTIN_SPEC_DIR, load_library
+from ahasd.sim.settings import RunSettings
 from ahasd.sim.sweep import ResultsDir, expand, load_grid, run_identity, run_sweep
 from ahasd.sim.synth import iid_trace
 from ahasd.sim.trace_sources import builtin_trace_names

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ahasd.sim.config import load_library
+from ahasd.sim.library.loading import load_library
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / "build" / "scalesim-venv" / "bin" / "python"
