@@ -291,8 +291,6 @@ class EDC(wiring.Component):
         m = Module()
         p = self.params
         llr_max = p.llr_max
-        counter_max = (1 << p.counter_bits) - 1
-        stats_max = (1 << p.stats_bits) - 1
 
         # Stage 1: the accepted event, reduced to what execution needs.
         head = self.i.payload
@@ -378,7 +376,21 @@ class EDC(wiring.Component):
         with m.Elif(fire):
             m.d.sync += s1_valid.eq(0)
 
-        # The PHT: a DRAFT reads the entry of its new index; a VERIFY trains one entry.
+        answered, index_next = self._pht_step(
+            m, decisions, leht_next, llr_next, s1_bucket, s1_full, draft_ok, verify_ok
+        )
+        self._inflight_step(m, index_next, s1_full, draft_ok, verify_ok)
+        self._count_events(m, answered, draft_ok, verify_ok, rollback)
+        self._hmax_write(m, odd_multiples)
+        with m.If(protocol_error):
+            m.d.sync += self.error.eq(1)
+        return m
+
+    def _pht_step(self, m, decisions, leht_next, llr_next, s1_bucket, s1_full, draft_ok, verify_ok):
+        """The PHT: a DRAFT reads the entry of its new index; a VERIFY trains one entry.
+        Returns the answered counter and the new index."""
+        p = self.params
+        counter_max = (1 << p.counter_bits) - 1
         index_next = Signal(p.index_bits)
         m.d.comb += index_next.eq(self.pht_index(leht_next, llr_next))
         if p.update == "predicted":
@@ -413,7 +425,10 @@ class EDC(wiring.Component):
             decisions.w_data.eq(self.decision),
         ]
 
-        # The in-flight index queue: slot 0 oldest, pushes fill the first free slot.
+        return answered, index_next
+
+    def _inflight_step(self, m, index_next, s1_full, draft_ok, verify_ok):
+        """The in-flight index queue: slot 0 oldest, pushes fill the first free slot."""
         slots = len(self.inflight)
         with m.If(draft_ok):
             for k in range(slots):
@@ -436,6 +451,10 @@ class EDC(wiring.Component):
                 # Everything drafted after the rejected token is void: no updates for it.
                 m.d.sync += [valid.eq(0) for valid in self.inflight_valid]
 
+    def _count_events(self, m, answered, draft_ok, verify_ok, rollback):
+        """The saturating statistics counters."""
+        stats_max = (1 << self.params.stats_bits) - 1
+
         def count(counter, when):
             with m.If(when & (counter != stats_max)):
                 m.d.sync += counter.eq(counter + 1)
@@ -446,6 +465,8 @@ class EDC(wiring.Component):
         count(self.verifies, verify_ok)
         count(self.rollbacks, rollback)
 
+    def _hmax_write(self, m, odd_multiples):
+        """A write of Hmax: 0 is an error; otherwise Hmax and its odd multiples."""
         with m.If(self.hmax_w.valid):
             with m.If(~self.hmax_w.payload.any()):
                 m.d.sync += self.error.eq(1)
@@ -454,6 +475,3 @@ class EDC(wiring.Component):
                 m.d.sync += [
                     multiple.eq(self.hmax_w.payload * k) for k, multiple in odd_multiples.items()
                 ]
-        with m.If(protocol_error):
-            m.d.sync += self.error.eq(1)
-        return m

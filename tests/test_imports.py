@@ -41,17 +41,43 @@ class LayerRule:
     exempt: tuple[str, ...] = ()
 
 
+# The base layer: the parameter dataclasses, the errors, the register map and the output
+# writer, which every other layer may use.
+BASE_LAYER = ("ahasd.params", "ahasd.errors", "ahasd.regmap", "ahasd.output")
+
+# One rule per row of the layer table in docs/architecture.md (tests/ is not installed; its
+# own rules are in tests/test_structure.py, with bench/'s).
 LAYER_RULES = (
+    LayerRule(
+        "parameters, errors, register map and output writer use no other layer",
+        scope=BASE_LAYER,
+        forbidden=(
+            "amaranth",
+            "cocotb",
+            "cocotb_tools",
+            "ahasd.golden",
+            "ahasd.hw",
+            "ahasd.sim",
+            "ahasd.cli",
+        ),
+    ),
     LayerRule(
         "golden models are plain NumPy, read from the spec independently of the RTL",
         scope=("ahasd.golden",),
         forbidden=("amaranth", "cocotb", "cocotb_tools", "ahasd.hw", "ahasd.sim"),
     ),
     LayerRule(
-        "the RTL is plain Amaranth: the cocotb testbench library sits beside it, not in it",
+        "the RTL is plain Amaranth, an independent reading of the spec: neither the golden "
+        "models nor the cocotb testbench library (which sits beside it, not in it)",
         scope=("ahasd.hw",),
         exempt=("ahasd.hw.tb",),
-        forbidden=("cocotb", "cocotb_tools", "ahasd.hw.tb", "ahasd.sim"),
+        forbidden=("cocotb", "cocotb_tools", "ahasd.hw.tb", "ahasd.golden", "ahasd.sim"),
+    ),
+    LayerRule(
+        "the testbench library drives the RTL and checks it against the golden models, "
+        "without the system model",
+        scope=("ahasd.hw.tb",),
+        forbidden=("ahasd.sim",),
     ),
     LayerRule(
         "the system model runs without the RTL (co-simulation excepted)",
