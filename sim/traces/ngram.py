@@ -40,7 +40,7 @@ import numpy as np
 
 from ahasd.errors import UserError
 from ahasd.sim.exactness import rejection_step
-from ahasd.sim.traces import Trace, TraceHeader
+from ahasd.sim.traces.format import Trace, TraceHeader
 
 __all__ = [
     "BUILTIN_RECORDINGS",
@@ -296,6 +296,8 @@ def record(
         temperature=float(temperature),
         source="recorded",
         meta={
+            # The recorder's name as the shipped traces carry it, not its module's path
+            # today: re-recording them gives the same bytes wherever the code lives.
             "recorder": "ahasd.sim.ngram.record",
             "name": trace_name,
             "task": "code completion",

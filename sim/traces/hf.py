@@ -4,7 +4,7 @@ Optional extra: ``pip install 'ahasd[hf]'`` (``transformers>=4.40``, ``torch==2.
 wheel). Models are loaded from *local* paths only (``local_files_only=True``): nothing is
 downloaded.
 
-Recording follows the same rule as :mod:`ahasd.sim.ngram`: at every position of the target's
+Recording follows the same rule as :mod:`ahasd.sim.traces.ngram`: at every position of the target's
 output the draft distribution ``q`` and target distribution ``p`` are computed for the correct
 prefix (both with their KV caches, at the given temperature), ``beta = sum(min(p, q))``, the draft
 token ``x ~ q`` is accepted with ``min(1, p(x)/q(x))``, otherwise the output token comes from the
@@ -29,7 +29,7 @@ import numpy as np
 
 from ahasd.errors import UserError
 from ahasd.sim.exactness import rejection_step
-from ahasd.sim.traces import Trace, TraceHeader
+from ahasd.sim.traces.format import Trace, TraceHeader
 
 __all__ = ["hf_available", "record_hf"]
 
@@ -196,6 +196,8 @@ def record_hf(
         temperature=float(temperature),
         source="recorded",
         meta={
+            # The recorder's name as traces have always carried it, not its module's path
+            # today: the same recording gives the same bytes wherever the code lives.
             "recorder": "ahasd.sim.hf_record.record_hf",
             "seed": seed,
             "python": sys.version.split()[0],
