@@ -5,6 +5,8 @@
 - :mod:`~ahasd.sim.traces.sources`: a run's ``--trace`` value to a trace.
 - :mod:`~ahasd.sim.traces.synthetic`: the regime-switching generator, its cited presets, and
   i.i.d. traces.
+- :mod:`~ahasd.sim.traces.sampling`: one recorded position of rejection sampling, shared by
+  the recorders.
 - :mod:`~ahasd.sim.traces.ngram`: the character n-gram pair of the Python stdlib and the
   shipped traces' recorder.
 - :mod:`~ahasd.sim.traces.hf`: the Hugging Face ``transformers`` recorder (optional extra).
