@@ -54,8 +54,8 @@ from ahasd.sim.library.platforms import DEVICE_SETTINGS
 from ahasd.sim.modes import find_mode, simulate
 from ahasd.sim.modes.hardware import ASSEMBLY_ROLES
 from ahasd.sim.settings import CONTROLLER_BLOCKS, SEED_MAX, RunSettings, controller_params, resolve
-from ahasd.sim.trace_sources import builtin_trace_names
-from ahasd.sim.traces import builtin_trace_paths
+from ahasd.sim.traces.format import builtin_trace_paths
+from ahasd.sim.traces.sources import builtin_trace_names
 
 __all__ = [
     "BACKENDS",

@@ -86,7 +86,7 @@ from ahasd.sim.sweep import (
     read_results,
     run_sweep,
 )
-from ahasd.sim.trace_sources import resolve_trace
+from ahasd.sim.traces.sources import resolve_trace
 
 __all__ = [
     "ABLATION_SCHEMA",

@@ -29,8 +29,8 @@ from ahasd.cli.args import BINS_MAX, RECORD_LENGTH_MAX, SEED_MAX, integer, path_
 from ahasd.cli.progress import Progress
 from ahasd.errors import UserError
 from ahasd.output import OutputSet, check_file, check_folder
-from ahasd.sim import synth
-from ahasd.sim.traces import (
+from ahasd.sim.traces import synthetic as synth
+from ahasd.sim.traces.format import (
     MAX_RECORDS,
     Trace,
     builtin_trace_paths,
@@ -295,7 +295,7 @@ def _list(args) -> int:
 
 
 def _record_ngram(args) -> int:
-    from ahasd.sim import ngram
+    from ahasd.sim.traces import ngram
 
     if (args.builtins is None) == (args.out is None):
         raise UserError("give exactly one of --out FILE and --builtins DIR")
@@ -341,7 +341,7 @@ def _parse_ids(text: str) -> list[int]:
 
 
 def _record_hf(args) -> int:
-    from ahasd.sim.hf_record import record_hf
+    from ahasd.sim.traces.hf import record_hf
 
     check_file(args.out, option="--out")
     trace = record_hf(

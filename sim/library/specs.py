@@ -155,7 +155,7 @@ class PairSpec:
     name: str = described("Pair name.")
     draft: str = described("Draft model name.")
     target: str = described("Target model name.")
-    preset: str = described("Synthetic-trace preset of ahasd.sim.synth.")
+    preset: str = described("Synthetic-trace preset of ahasd.sim.traces.synthetic.")
     source: str = described("Where the pair comes from.", "")
 
 

@@ -19,7 +19,7 @@ Where each concern lives (each module has a public interface and an ``__all__``)
   (refused before the run when they would saturate) and the in-run guard.
 - :mod:`~ahasd.sim.modes.run`: ``simulate`` and its outcome ``RunResult``.
 
-Traces are resolved in :mod:`ahasd.sim.trace_sources`; the command line is
+Traces are resolved in :mod:`ahasd.sim.traces.sources`; the command line is
 :mod:`ahasd.cli.simulate`.
 
 Synchronous modes (draft a round, then verify it; Leviathan et al.'s setting):

@@ -30,8 +30,8 @@ from ahasd.sim.modes.tvc_widths import (
 )
 from ahasd.sim.policies import make_policy
 from ahasd.sim.settings import RunSettings, controller_params, resolve
-from ahasd.sim.trace_sources import resolve_trace
-from ahasd.sim.traces import Trace
+from ahasd.sim.traces.format import Trace
+from ahasd.sim.traces.sources import resolve_trace
 
 __all__ = ["RunResult", "simulate"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ahasd.sim.policies import DraftToken
-from ahasd.sim.traces import Trace
+from ahasd.sim.traces.format import Trace
 
 __all__ = ["RunState", "draw_outcomes"]
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ahasd.sim import synth
 from ahasd.sim.cost import Cost
 from ahasd.sim.engine import EventLoop
 from ahasd.sim.library.loading import load_library
@@ -30,7 +29,8 @@ from ahasd.sim.phone.settings import (
 )
 from ahasd.sim.policies import make_policy
 from ahasd.sim.thermal import ThermalModel, ThermalParams
-from ahasd.sim.traces import Trace
+from ahasd.sim.traces import synthetic
+from ahasd.sim.traces.format import Trace
 
 __all__ = ["PhoneResult", "PhoneRun", "request_traces", "simulate_phone"]
 
@@ -251,7 +251,7 @@ def request_traces(settings: PhoneSettings, preset: str):
     def source(index: int) -> tuple[Trace, str]:
         task = MIX_ORDER[index % len(MIX_ORDER)] if settings.task == "mix" else settings.task
         seed = int(np.random.SeedSequence([settings.seed, index]).generate_state(1)[0])
-        trace = synth.generate(preset, settings.tokens, seed, task=TASK_PRESET_TASK[task])
+        trace = synthetic.generate(preset, settings.tokens, seed, task=TASK_PRESET_TASK[task])
         return trace, task
 
     return source

@@ -51,7 +51,7 @@ PHONE_MODE_TABLE = (
 PHONE_MODES = tuple(mode.name for mode in PHONE_MODE_TABLE)
 # Issue 10: draft length by task type.
 TASK_DRAFT_LENGTH = {"code": 5, "dialogue": 3, "text": 1}
-# Task type -> task of the synthetic preset (sim/synth.py): code = code; dialogue = the
+# Task type -> task of the synthetic preset (sim/traces/synthetic.py): code = code; dialogue = the
 # preset's mixed figure; high-entropy text = its lowest-acceptance task (translation).
 TASK_PRESET_TASK = {"code": "code", "dialogue": "mixed", "text": "translation"}
 TASKS = (*TASK_DRAFT_LENGTH, "mix")

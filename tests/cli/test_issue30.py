@@ -537,7 +537,7 @@ def test_a_huge_integer_in_a_grid_file_is_one_line(ahasd, tmp_path):
 
 
 def test_a_huge_integer_in_a_trace_is_one_line(ahasd, tmp_path):
-    from ahasd.sim.traces import builtin_trace_paths
+    from ahasd.sim.traces.format import builtin_trace_paths
 
     lines = builtin_trace_paths()[0].read_text().splitlines()
     lines[1] = lines[1].replace(",1,", f",{HUGE},", 1)

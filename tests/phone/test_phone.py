@@ -26,7 +26,7 @@ from ahasd.sim.phone import (
     simulate_phone,
 )
 from ahasd.sim.thermal import ThermalModel, ThermalParams
-from ahasd.sim.traces import Trace, TraceHeader
+from ahasd.sim.traces.format import Trace, TraceHeader
 
 SEED = int(os.environ.get("AHASD_SEED", "20261129"))
 

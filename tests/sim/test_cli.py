@@ -9,8 +9,8 @@ import pytest
 
 from ahasd.cli import main
 from ahasd.sim.library.loading import BUILTIN_SPEC_DIR
-from ahasd.sim.synth import iid_trace
-from ahasd.sim.traces import save_trace
+from ahasd.sim.traces.format import save_trace
+from ahasd.sim.traces.synthetic import iid_trace
 
 BASE = ["--pair", "opt-1.3b-6.7b", "--policy", "svip", "--tokens", "64"]
 # Spec 2.2's TVC widths (UQ32.8 ratios, 40-bit cycles): narrower ones saturate on the paper's

@@ -23,7 +23,7 @@ from ahasd.sim.cost import Cost
 from ahasd.sim.modes import SYNC_MODES, Hardware, simulate
 from ahasd.sim.policies import make_policy
 from ahasd.sim.settings import RunSettings
-from ahasd.sim.synth import iid_trace
+from ahasd.sim.traces.synthetic import iid_trace
 
 TOKENS = 6000
 

@@ -27,7 +27,7 @@ from ahasd.sim.modes import Hardware, build_hardware, check_tvc_widths, simulate
 from ahasd.sim.modes.contention import Interference, finish_time
 from ahasd.sim.modes.tvc_widths import TVCWidthGuard
 from ahasd.sim.settings import RunSettings
-from ahasd.sim.traces import Trace, TraceHeader
+from ahasd.sim.traces.format import Trace, TraceHeader
 
 TEST_SPECS = Path(__file__).parent / "specs"
 

@@ -17,7 +17,7 @@ from ahasd.sim.metrics import Metrics
 from ahasd.sim.modes import LADDER, MODE_TABLE, Mode, SyncRun, build_hardware, find_mode
 from ahasd.sim.policies import make_policy
 from ahasd.sim.settings import RunSettings
-from ahasd.sim.synth import iid_trace
+from ahasd.sim.traces.synthetic import iid_trace
 
 # The paper's execution modes (spec section 4 and the ablation): the two GPU-hosted
 # baselines (another power class), the two same-chip baselines, then the ladder.

@@ -17,9 +17,9 @@ from ahasd.errors import UserError
 from ahasd.sim.library.loading import BUILTIN_SPEC_DIR, load_library
 from ahasd.sim.settings import RunSettings
 from ahasd.sim.sweep import ResultsDir, expand, load_grid, run_identity, run_sweep
-from ahasd.sim.synth import iid_trace
-from ahasd.sim.trace_sources import builtin_trace_names
-from ahasd.sim.traces import save_trace
+from ahasd.sim.traces.format import save_trace
+from ahasd.sim.traces.sources import builtin_trace_names
+from ahasd.sim.traces.synthetic import iid_trace
 
 LIB = load_library()
 SMALL = ["--pairs", "opt-1.3b-6.7b", "--policies", "svip", "--tokens", "48"]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ahasd.cli import main
-from ahasd.sim.traces import load_trace
+from ahasd.sim.traces.format import load_trace
 
 
 def test_gen_preset_then_info(tmp_path, capsys):

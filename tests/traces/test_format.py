@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ahasd.errors import UserError
-from ahasd.sim.traces import (
+from ahasd.sim.traces.format import (
     FORMAT_VERSION,
     Trace,
     TraceHeader,

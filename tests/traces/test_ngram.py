@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ahasd.errors import UserError
-from ahasd.sim import ngram
-from ahasd.sim.traces import builtin_trace_paths, load_trace
+from ahasd.sim.traces import ngram
+from ahasd.sim.traces.format import builtin_trace_paths, load_trace
 
 
 def test_witten_bell_by_hand():

@@ -22,8 +22,9 @@ The recorder (:func:`record`) is code completion: the target continues a held-ou
 ``def`` line. At every position it computes the draft's distribution ``q`` and the target's
 ``p`` for the correct prefix (at the given temperature), draws the draft token ``x ~ q``,
 accepts it with ``min(1, p(x)/q(x))`` and otherwise draws from the residual
-``norm(max(p - q, 0))``; the output token continues the prefix. So the recorded output is a
-sample of the target, ``beta = sum(min(p, q))`` is exact, and ``accept`` is one real draw.
+``norm(max(p - q, 0))``; the output token continues the prefix (one step of
+:mod:`ahasd.sim.traces.sampling`, shared with the Hugging Face recorder). So the recorded output
+is a sample of the target, ``beta = sum(min(p, q))`` is exact, and ``accept`` is one real draw.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from ahasd.errors import UserError
-from ahasd.sim.exactness import rejection_step
-from ahasd.sim.traces import Trace, TraceHeader
+from ahasd.sim.traces.format import Trace, TraceHeader
+from ahasd.sim.traces.sampling import Recording
 
 __all__ = [
     "BUILTIN_RECORDINGS",
@@ -219,11 +220,6 @@ def _tempered(probs: np.ndarray, temperature: float) -> np.ndarray:
     return out / out.sum()
 
 
-def _entropy(probs: np.ndarray) -> float:
-    nz = probs[probs > 0]
-    return float(-(nz * np.log(nz)).sum())
-
-
 def check_prompt_index(corpus: Corpus, index: int) -> None:
     """UserError unless ``index`` names a held-out file of ``corpus``."""
     if not 0 <= index < len(corpus.held_out):
@@ -268,24 +264,12 @@ def record(
     rng = np.random.default_rng(seed)
     file_name, prompt_text = _prompt(corpus, prompt_index, prompt_chars)
     context = list(encode(prompt_text))
-    entropy = np.empty(length)
-    top1 = np.empty(length)
-    beta = np.empty(length)
-    accept = np.empty(length, dtype=np.int8)
-    target_entropy = np.empty(length)
-    output = []
+    recording = Recording(length)
     for pos in range(length):
         window = np.asarray(context[-(TARGET_ORDER - 1) :], dtype=np.int64)
         q = _tempered(draft.distribution(window), temperature)
         p = _tempered(target.distribution(window), temperature)
-        entropy[pos] = _entropy(q)
-        top1[pos] = q.max()
-        beta[pos] = min(1.0, float(np.minimum(p, q).sum()))
-        target_entropy[pos] = _entropy(p)
-        token, kept = rejection_step(p, q, rng)
-        accept[pos] = kept
-        output.append(token)
-        context.append(token)
+        context.append(recording.sample(p, q, rng))
         if progress is not None:
             progress(pos + 1)
     header = TraceHeader(
@@ -296,6 +280,8 @@ def record(
         temperature=float(temperature),
         source="recorded",
         meta={
+            # The recorder's name as the shipped traces carry it, not its module's path
+            # today: re-recording them gives the same bytes wherever the code lives.
             "recorder": "ahasd.sim.ngram.record",
             "name": trace_name,
             "task": "code completion",
@@ -309,17 +295,10 @@ def record(
             },
             "prompt_file": file_name,
             "prompt": prompt_text,
-            "output": decode(output),
+            "output": decode(recording.output),
         },
     )
-    return Trace(
-        header=header,
-        draft_entropy=entropy,
-        draft_top1=top1,
-        beta=beta,
-        accept=accept,
-        target_entropy=target_entropy,
-    )
+    return recording.trace(header)
 
 
 # The shipped traces: (file stem, held-out prompt index, temperature, seed).

@@ -10,8 +10,8 @@ import pytest
 
 from ahasd.cli import main
 from ahasd.errors import UserError
-from ahasd.sim.hf_record import record_hf
-from ahasd.sim.traces import load_trace
+from ahasd.sim.traces.format import load_trace
+from ahasd.sim.traces.hf import record_hf
 
 torch = pytest.importorskip("torch", reason="optional extra 'hf' not installed: no torch")
 transformers = pytest.importorskip(

@@ -4,10 +4,11 @@ Optional extra: ``pip install 'ahasd[hf]'`` (``transformers>=4.40``, ``torch==2.
 wheel). Models are loaded from *local* paths only (``local_files_only=True``): nothing is
 downloaded.
 
-Recording follows the same rule as :mod:`ahasd.sim.ngram`: at every position of the target's
-output the draft distribution ``q`` and target distribution ``p`` are computed for the correct
-prefix (both with their KV caches, at the given temperature), ``beta = sum(min(p, q))``, the draft
-token ``x ~ q`` is accepted with ``min(1, p(x)/q(x))``, otherwise the output token comes from the
+Recording follows the same rule as :mod:`ahasd.sim.traces.ngram` (one step of
+:mod:`ahasd.sim.traces.sampling` per position): at every position of the target's output the
+draft distribution ``q`` and target distribution ``p`` are computed for the correct prefix (both
+with their KV caches, at the given temperature), ``beta = sum(min(p, q))``, the draft token
+``x ~ q`` is accepted with ``min(1, p(x)/q(x))``, otherwise the output token comes from the
 residual ``norm(max(p - q, 0))``. The output is therefore a sample of the target, and every
 record is the draft's view given the correct prefix, as the trace format requires.
 
@@ -28,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from ahasd.errors import UserError
-from ahasd.sim.exactness import rejection_step
-from ahasd.sim.traces import Trace, TraceHeader
+from ahasd.sim.traces.format import Trace, TraceHeader
+from ahasd.sim.traces.sampling import Recording
 
 __all__ = ["hf_available", "record_hf"]
 
@@ -104,11 +105,6 @@ def _distribution(torch, logits, temperature: float, size: int) -> np.ndarray:
     return out
 
 
-def _entropy(probs: np.ndarray) -> float:
-    nz = probs[probs > 0]
-    return float(-(nz * np.log(nz)).sum())
-
-
 def record_hf(
     draft_path: str,
     target_path: str,
@@ -162,27 +158,16 @@ def record_hf(
         if not 0 <= token < min(vocab_draft, vocab_target):
             raise UserError(f"--prompt-ids: token {token} outside both vocabularies")
     rng = np.random.default_rng(seed)
-    entropy = np.empty(length)
-    top1 = np.empty(length)
-    beta = np.empty(length)
-    accept = np.empty(length, dtype=np.int8)
-    target_entropy = np.empty(length)
-    output: list[int] = []
+    recording = Recording(length)
     with torch.no_grad():
         ids = torch.tensor([prompt_ids], dtype=torch.long)
         draft_step, target_step = _stepper(draft), _stepper(target)
         draft_out = draft_step(ids, None)
         target_out = target_step(ids, None)
-        for pos in range(length):
+        for _ in range(length):
             q = _distribution(torch, draft_out.logits[0, -1], temperature, size)
             p = _distribution(torch, target_out.logits[0, -1], temperature, size)
-            entropy[pos] = _entropy(q)
-            top1[pos] = q.max()
-            beta[pos] = min(1.0, float(np.minimum(p, q).sum()))
-            target_entropy[pos] = _entropy(p)
-            token, kept = rejection_step(p, q, rng)
-            accept[pos] = kept
-            output.append(token)
+            token = recording.sample(p, q, rng)
             step = torch.tensor([[token]], dtype=torch.long)
             draft_out = draft_step(step, draft_out)
             target_out = target_step(step, target_out)
@@ -196,6 +181,8 @@ def record_hf(
         temperature=float(temperature),
         source="recorded",
         meta={
+            # The recorder's name as traces have always carried it, not its module's path
+            # today: the same recording gives the same bytes wherever the code lives.
             "recorder": "ahasd.sim.hf_record.record_hf",
             "seed": seed,
             "python": sys.version.split()[0],
@@ -204,14 +191,7 @@ def record_hf(
             "vocab_draft": vocab_draft,
             "vocab_target": vocab_target,
             "prompt_ids": [int(t) for t in prompt_ids],
-            "output_ids": output,
+            "output_ids": recording.output,
         },
     )
-    return Trace(
-        header=header,
-        draft_entropy=entropy,
-        draft_top1=top1,
-        beta=beta,
-        accept=accept,
-        target_entropy=target_entropy,
-    )
+    return recording.trace(header)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ahasd.errors import UserError
-from ahasd.sim.traces import MAX_RECORDS, Trace, TraceHeader
+from ahasd.sim.traces.format import MAX_RECORDS, Trace, TraceHeader
 
 __all__ = [
     "PRESETS",
@@ -316,6 +316,8 @@ def generate(
         temperature=temperature,
         source="synthetic",
         meta={
+            # The generator's name as traces have always carried it, not its module's path
+            # today: the same arguments give the same bytes wherever the code lives.
             "generator": "ahasd.sim.synth.generate",
             "preset": preset.name,
             "seed": seed,
@@ -357,6 +359,7 @@ def iid_trace(length: int, acceptance: float, seed: int, *, realise: bool = Fals
         prompt_id=f"iid-{seed}",
         temperature=1.0,
         source="synthetic",
+        # As in generate: the generator's name as traces carry it, not today's module path.
         meta={"generator": "ahasd.sim.synth.iid_trace", "seed": seed, "acceptance": acceptance},
     )
     return Trace(

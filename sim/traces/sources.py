@@ -1,8 +1,9 @@
 """Where a run's trace comes from: :func:`resolve_trace` turns a ``--trace`` value into a
-:class:`~ahasd.sim.traces.Trace` (a file, a built-in recorded trace, a synthetic preset, an
+:class:`~ahasd.sim.traces.format.Trace` (a file, a built-in recorded trace, a synthetic preset, an
 i.i.d. trace, or by default the pair's synthetic preset).
 
-Separate from :mod:`ahasd.sim.traces` (the format), which :mod:`ahasd.sim.synth` imports.
+Separate from :mod:`ahasd.sim.traces.format` (the format), which
+:mod:`ahasd.sim.traces.synthetic` imports.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import functools
 from pathlib import Path
 
 from ahasd.errors import UserError
-from ahasd.sim import synth
-from ahasd.sim.traces import Trace, builtin_trace_paths, load_builtin, load_trace
+from ahasd.sim.traces import synthetic
+from ahasd.sim.traces.format import Trace, builtin_trace_paths, load_builtin, load_trace
 
 __all__ = ["builtin_trace_names", "resolve_trace"]
 
@@ -26,7 +27,7 @@ def builtin_trace_names() -> list[str]:
 def _synthetic(preset: str, tokens: int, seed: int) -> Trace:
     # Generated traces are pure functions of their arguments and never mutated: a sweep
     # that runs 28 configurations on one (pair, seed) generates its trace once.
-    return synth.generate(preset, tokens, seed)
+    return synthetic.generate(preset, tokens, seed)
 
 
 def resolve_trace(spec: str | None, preset: str, tokens: int, seed: int) -> Trace:
@@ -39,8 +40,8 @@ def resolve_trace(spec: str | None, preset: str, tokens: int, seed: int) -> Trac
             acceptance = float(spec[4:])
         except ValueError:
             raise UserError(f"--trace {spec!r}: iid:<acceptance> needs a number") from None
-        trace = synth.iid_trace(tokens, acceptance, seed)
-    elif spec in synth.PRESETS:
+        trace = synthetic.iid_trace(tokens, acceptance, seed)
+    elif spec in synthetic.PRESETS:
         trace = _synthetic(spec, tokens, seed)
     elif spec in builtin_trace_names():
         trace = load_builtin(spec)
@@ -50,7 +51,7 @@ def resolve_trace(spec: str | None, preset: str, tokens: int, seed: int) -> Trac
         builtin = ", ".join(builtin_trace_names())
         raise UserError(
             f"--trace {spec!r} is neither a file, a built-in trace ({builtin or 'none'}), a "
-            f"synthetic preset ({', '.join(synth.PRESETS)}) nor iid:<acceptance>"
+            f"synthetic preset ({', '.join(synthetic.PRESETS)}) nor iid:<acceptance>"
         )
     if len(trace) < tokens:
         raise UserError(

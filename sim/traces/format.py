@@ -554,7 +554,7 @@ def load_trace(path) -> Trace:
     )
 
 
-_DATA_DIR = Path(__file__).parent / "data"
+_DATA_DIR = Path(__file__).parents[1] / "data"
 
 
 def builtin_trace_paths() -> list[Path]:
