@@ -98,9 +98,7 @@ def test_a_blocks_testbench_uses_no_other_blocks_tests():
             for root, line in _imported_roots(path).items():
                 if root in BLOCK_TEST_FOLDERS and root != block:
                     offenders.append(f"{_relative(path)} line {line}: imports tests/{root}")
-    assert not offenders, "testbench code taken from another block:\n  " + "\n  ".join(
-        offenders
-    )
+    assert not offenders, "testbench code taken from another block:\n  " + "\n  ".join(offenders)
 
 
 def test_testbench_drivers_live_with_their_block_or_in_the_shared_library():

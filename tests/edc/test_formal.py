@@ -38,7 +38,7 @@ from amaranth.hdl import (
 from amaranth.lib.fifo import SyncFIFO
 from harness import small_params
 from harness.formal import check
-from harness.planted import planted
+from harness.planted import cases
 
 from ahasd.hw.edc import EDC, EventKind
 from ahasd.params import EDCParams
@@ -520,32 +520,12 @@ def test_every_bucket_equals_the_spec_formula():
     )
 
 
-def _planted(old: str, new: str):
-    """``EDC`` rebuilt from its source with ``old`` replaced by ``new``."""
-    return planted(EDC, old, new)
-
-
 @pytest.mark.formal
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        # spec 2.1 trains the entry that made the prediction, not the one formed afterwards
-        ("trained_index = self.inflight[0]", "trained_index = index_next"),
-        # a VERIFY executed while two decisions wait on o trains no entry (mutant #3's bug,
-        # for every entry): invisible while o is drained, since the buffer never fills then
-        (
-            "with m.If(verify_ok & write_select[entry_index]):",
-            "with m.If(verify_ok & decisions.w_rdy & write_select[entry_index]):",
-        ),
-        # a DRAFT executes without room on o: its decision is lost
-        ("fire = s1_valid & (~emits | decisions.w_rdy)", "fire = s1_valid"),
-    ],
-    ids=["trains_current_index", "training_waits_for_o", "decision_dropped"],
-)
-def test_state_proof_fails_on_planted_bugs(old, new):
+@pytest.mark.parametrize("bug", cases("edc.state_proof"))
+def test_state_proof_fails_on_planted_bugs(bug):
     with pytest.raises(pytest.fail.Exception, match="failed assertion"):
         check(
-            Arithmetic(PARAMS["predicted"], "state", block=_planted(old, new)),
+            Arithmetic(PARAMS["predicted"], "state", block=bug.build(EDC)),
             name="edc_state_planted",
             mode="prove",
             depth=ARITHMETIC_DEPTH,
@@ -554,13 +534,11 @@ def test_state_proof_fails_on_planted_bugs(old, new):
 
 
 @pytest.mark.formal
-def test_bucket_check_fails_on_planted_bug():
-    # 8*S - 1 >= k*L*Hmax is 8*S > k*L*Hmax: every threshold moved one step up
-    old = "scaled_sum = entropy_sum << EDCParams.BUCKET_BITS"
-    new = "scaled_sum = (entropy_sum << EDCParams.BUCKET_BITS) - 1"
+@pytest.mark.parametrize("bug", cases("edc.bucket_check"))
+def test_bucket_check_fails_on_planted_bugs(bug):
     with pytest.raises(pytest.fail.Exception, match="failed assertion"):
         check(
-            Arithmetic(PARAMS["predicted"], "bucket", block=_planted(old, new)),
+            Arithmetic(PARAMS["predicted"], "bucket", block=bug.build(EDC)),
             name="edc_bucket_planted",
             mode="bmc",
             depth=ARITHMETIC_DEPTH,

@@ -32,8 +32,9 @@ from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Cover, Elaboratable, Module, Mux, Signal
 from harness import small_params
 from harness.formal import check
+from harness.planted import cases
 
-from ahasd.hw.gtsu import GTSU, Task, default_masks
+from ahasd.hw.gtsu import GTSU, default_masks
 from ahasd.params import GTSUParams
 
 SMALL = small_params.GTSU
@@ -47,14 +48,17 @@ class Properties(Elaboratable):
     ``which`` selects ``"safety"``, ``"service"`` or ``"cover"``.
     """
 
-    def __init__(self, params: GTSUParams, which: str):
+    def __init__(self, params: GTSUParams, which: str, block: type = GTSU):
         self.params = params
         self.which = which
+        self.block = block
 
     def elaborate(self, platform):
         m = Module()
+        # The block's own enum: a planted block is rebuilt with enum classes of its own.
+        tasks = self.block.elaborate.__globals__["Task"]
         p = self.params
-        m.submodules.dut = dut = GTSU(p, counter_bits=COUNTER_BITS)
+        m.submodules.dut = dut = self.block(p, counter_bits=COUNTER_BITS)
 
         for port in (dut.want_draft, dut.want_preverify, dut.wr.valid):
             m.d.comb += port.eq(AnySeq(1))
@@ -62,19 +66,19 @@ class Properties(Elaboratable):
         m.d.comb += payload.eq(AnySeq(len(payload)))
 
         # The priority target, from the requests (spec 2.5: pre-verification wins).
-        target = Signal(Task)
+        target = Signal(tasks)
         with m.If(dut.want_preverify):
-            m.d.comb += target.eq(Task.PREVERIFY)
+            m.d.comb += target.eq(tasks.PREVERIFY)
         with m.Elif(dut.want_draft):
-            m.d.comb += target.eq(Task.DRAFT)
+            m.d.comb += target.eq(tasks.DRAFT)
         task = dut.current_task
         decision = dut.ready & (target != task)
 
         # The record of the last decision (reset values: as if the reset state were the end
         # of a switch to IDLE with the reset registers).
         dlm_reset, tlm_reset = default_masks(p)
-        rec_target = Signal(Task)
-        rec_from = Signal(Task)
+        rec_target = Signal(tasks)
+        rec_from = Signal(tasks)
         rec_dlm = Signal(p.ranks, init=dlm_reset)
         rec_tlm = Signal(p.ranks, init=tlm_reset)
         rec_off = Signal(p.timer_bits)
@@ -92,11 +96,11 @@ class Properties(Elaboratable):
             ]
         with m.Elif(~dut.ready):
             m.d.sync += since.eq(since + 1)
-        latency = Mux(rec_target == Task.IDLE, rec_off, rec_off + rec_on)
+        latency = Mux(rec_target == tasks.IDLE, rec_off, rec_off + rec_on)
         timer_max = (1 << p.timer_bits) - 1
 
         prev_ready = Signal(init=1)
-        prev_task = Signal(Task)
+        prev_task = Signal(tasks)
         prev_switches = Signal(COUNTER_BITS)
         prev_decision = Signal()
         m.d.sync += [
@@ -113,8 +117,8 @@ class Properties(Elaboratable):
         m.d.sync += overlapped.eq(overlapped | (dut.dlm_mask & dut.tlm_mask).any())
 
         if self.which == "safety":
-            drafting = task == Task.DRAFT
-            preverifying = task == Task.PREVERIFY
+            drafting = task == tasks.DRAFT
+            preverifying = task == tasks.PREVERIFY
             powered = ~dut.ready & (since >= rec_off) | dut.ready
             m.d.comb += [
                 Assert((dut.dlm_enable & dut.tlm_enable) == 0),
@@ -142,8 +146,8 @@ class Properties(Elaboratable):
 
         elif self.which == "service":
             for wanted, held in (
-                (Task.PREVERIFY, dut.want_preverify),
-                (Task.DRAFT, dut.want_draft & ~dut.want_preverify),
+                (tasks.PREVERIFY, dut.want_preverify),
+                (tasks.DRAFT, dut.want_draft & ~dut.want_preverify),
             ):
                 armed = Signal(name=f"armed_{wanted.name.lower()}")
                 waited = Signal(range(16), name=f"waited_{wanted.name.lower()}")
@@ -161,13 +165,13 @@ class Properties(Elaboratable):
             m.d.comb += [
                 Cover(
                     switch_done
-                    & (rec_from == Task.DRAFT)
-                    & (task == Task.PREVERIFY)
+                    & (rec_from == tasks.DRAFT)
+                    & (task == tasks.PREVERIFY)
                     & (rec_off != 0)
                     & (rec_on != 0)
                 ),
                 Cover(dut.switches.all() & switch_done & prev_switches.all()),
-                Cover(dut.config_error & (task == Task.DRAFT) & dut.ready),
+                Cover(dut.config_error & (task == tasks.DRAFT) & dut.ready),
             ]
         return m
 
@@ -185,3 +189,15 @@ def test_every_request_is_served_within_the_bound():
 @pytest.mark.formal
 def test_a_full_switch_and_saturation_are_reachable():
     check(Properties(SMALL, "cover"), name="gtsu_cover", mode="cover", depth=20)
+
+
+@pytest.mark.formal
+@pytest.mark.parametrize("bug", cases("gtsu.safety_proof"))
+def test_safety_proof_fails_on_planted_bugs(bug):
+    with pytest.raises(pytest.fail.Exception, match="failed assertion"):
+        check(
+            Properties(SMALL, "safety", block=bug.build(GTSU)),
+            name="gtsu_safety_planted",
+            mode="prove",
+            depth=12,
+        )

@@ -1,10 +1,22 @@
 """Planted bugs in the real RTL: a block's class rebuilt from its module's source with one
-change, so that a test can show a check fails on exactly that bug."""
+change, so that a test can show a check fails on exactly that bug.
+
+:data:`CATALOGUE` keeps every bug planted by hand, each with the documented invariant it
+breaks (:data:`INVARIANTS`, the "Invariants" paragraphs of docs/spec.md and the rules of
+docs/spec-decisions.md) and the checks that must catch it. A check is a test that
+parametrises over :func:`cases` with its own name and expects a failure on every bug it
+receives: a bug the check no longer catches fails that test, and so fails ``make test`` (or,
+for a check marked ``long``, its sample and ``make long``). ``tests/test_planted.py`` holds
+the catalogue whole: every invariant has a bug, every bug names a check, every check
+exists.
+"""
 
 from __future__ import annotations
 
 import inspect
 import sys
+import zlib
+from dataclasses import dataclass
 
 
 def planted(component: type, old: str, new: str) -> type:
@@ -18,11 +30,172 @@ def planted(component: type, old: str, new: str) -> type:
     return namespace[component.__name__]
 
 
-#: Bugs planted by hand that a tier must catch, by name: ``(old, new)`` source replacements
-#: in the block's module (:func:`planted`). Each is run by the tests named beside it.
-#: ``queues.epoch_bit0``: the draft queue's stale test on bit 0 of the epoch only, so an entry
-#: two epochs old passes as current (tests/queues/test_formal.py's epoch proof and data
-#: check, tests/queues/test_cocotb.py's random tier with bursts of bumps).
-CATALOGUE = {
-    "queues.epoch_bit0": ("(head.epoch != self.r_epoch)", "(head.epoch[0] != self.r_epoch[0])"),
+#: The documented invariants a planted bug may break, by block (docs/spec.md section 2).
+INVARIANTS = {
+    "edc": {
+        "llr": "LLR equals the number of in-flight indices and never exceeds its maximum",
+        "counter": "a PHT counter moves by at most one per event and never wraps",
+        "trained": "only the entry that predicted a batch is trained for it, and only once",
+        "bucket": "the entropy bucket is the spec's formula (k*L*Hmax <= 8*S)",
+    },
+    "queues": {
+        "no_drop": "nothing is dropped: a full queue back-pressures its writer",
+        "no_duplicate": "nothing is duplicated: a squashed or read entry is never read again",
+        "no_stale": "no entry of an older epoch is ever delivered after a squash",
+    },
+    "gtsu": {
+        "one_role": "no rank is ever enabled for both roles at once",
+        "gated_off": "no rank is enabled while it is being gated",
+        "overlap": "a rank in both masks is never enabled",
+    },
 }
+
+
+@dataclass(frozen=True)
+class PlantedBug:
+    """One hand-planted bug: ``old`` replaced by ``new`` in the module of ``component``.
+
+    ``invariant`` is a key of :data:`INVARIANTS` for ``block``; ``caught_by`` names the
+    checks (see :func:`cases`) that must fail on it.
+    """
+
+    block: str
+    component: str
+    old: str
+    new: str
+    invariant: str
+    caught_by: tuple[str, ...]
+
+    @property
+    def tag(self) -> str:
+        """A short name of the change, for build folders."""
+        return f"planted-{zlib.crc32((self.old + self.new).encode()):08x}"
+
+    def build(self, component: type) -> type:
+        """``component`` with this bug planted: a class of the module that defines the class
+        named :attr:`component` (the block itself, or a wrapper around it there)."""
+        module = sys.modules[component.__module__]
+        assert hasattr(module, self.component), (component, self.component)
+        return planted(component, self.old, self.new)
+
+
+CATALOGUE = {
+    # --- EDC (hw/edc.py) -------------------------------------------------------------------
+    "edc.trains_current_index": PlantedBug(
+        "edc",
+        "EDC",
+        "trained_index = self.inflight[0]",
+        "trained_index = index_next",
+        "trained",
+        ("edc.state_proof",),
+    ),
+    "edc.training_waits_for_o": PlantedBug(
+        # a VERIFY executed while two decisions wait on o trains no entry (mutant #3's bug,
+        # for every entry): invisible while o is drained, since the buffer never fills then
+        "edc",
+        "EDC",
+        "with m.If(verify_ok & write_select[entry_index]):",
+        "with m.If(verify_ok & decisions.w_rdy & write_select[entry_index]):",
+        "trained",
+        ("edc.state_proof",),
+    ),
+    "edc.decision_dropped": PlantedBug(
+        # a DRAFT executes without room on o: its decision is lost and LLR runs ahead of the
+        # in-flight queue
+        "edc",
+        "EDC",
+        "fire = s1_valid & (~emits | decisions.w_rdy)",
+        "fire = s1_valid",
+        "llr",
+        ("edc.state_proof",),
+    ),
+    "edc.counter_wraps": PlantedBug(
+        "edc",
+        "EDC",
+        "Mux(trained == counter_max, trained, trained + 1)",
+        "trained + 1",
+        "counter",
+        ("edc.state_proof",),
+    ),
+    "edc.llr_past_max": PlantedBug(
+        # the refusal rule lets a DRAFT in with LLR at its maximum
+        "edc",
+        "EDC",
+        "~(head_is_draft & (llr_next == llr_max))",
+        "~(head_is_draft & (llr_next == llr_max + 1))",
+        "llr",
+        ("edc.state_proof",),
+    ),
+    "edc.bucket_ge": PlantedBug(
+        # 8*S - 1 >= k*L*Hmax is 8*S > k*L*Hmax: every threshold moved one step up
+        "edc",
+        "EDC",
+        "scaled_sum = entropy_sum << EDCParams.BUCKET_BITS",
+        "scaled_sum = (entropy_sum << EDCParams.BUCKET_BITS) - 1",
+        "bucket",
+        ("edc.bucket_check",),
+    ),
+    # --- queues (hw/queues.py) --------------------------------------------------------------
+    "queues.no_backpressure": PlantedBug(
+        # the writer is never back-pressured: a full queue overwrites its oldest entry
+        "queues",
+        "AsyncQueues",
+        "self.w.ready.eq(fifo.w_rdy)",
+        "self.w.ready.eq(1)",
+        "no_drop",
+        ("queues.pointer_proof",),
+    ),
+    "queues.squash_keeps_head": PlantedBug(
+        # a stale head is reported squashed but not popped (read again later)
+        "queues",
+        "AsyncQueues",
+        "fifo.r_en.eq(stale | self.r.ready)",
+        "fifo.r_en.eq(self.r.ready)",
+        "no_duplicate",
+        ("queues.pointer_proof",),
+    ),
+    "queues.epoch_bit0": PlantedBug(
+        # the stale test on bit 0 of the epoch only: an entry two epochs old passes as current
+        "queues",
+        "DraftQueue",
+        "(head.epoch != self.r_epoch)",
+        "(head.epoch[0] != self.r_epoch[0])",
+        "no_stale",
+        ("queues.epoch_proof", "queues.epoch_data", "queues.cocotb"),
+    ),
+    # --- GTSU (hw/gtsu.py) ------------------------------------------------------------------
+    "gtsu.draft_enabled_while_gating": PlantedBug(
+        "gtsu",
+        "GTSU",
+        "self.dlm_enable.eq(Mux(drafting & ~gating, rank_set, 0))",
+        "self.dlm_enable.eq(Mux(drafting, rank_set, 0))",
+        "gated_off",
+        ("gtsu.safety_proof",),
+    ),
+    "gtsu.both_roles": PlantedBug(
+        # the DLM enables follow any task, so a pre-verification enables its ranks for both
+        "gtsu",
+        "GTSU",
+        "self.dlm_enable.eq(Mux(drafting & ~gating, rank_set, 0))",
+        "self.dlm_enable.eq(Mux((drafting | preverifying) & ~gating, rank_set, 0))",
+        "one_role",
+        ("gtsu.safety_proof",),
+    ),
+    "gtsu.overlap_enabled": PlantedBug(
+        # the pre-verification's ranks are the whole TLM mask, overlap included
+        "gtsu",
+        "GTSU",
+        "self.tlm_mask & ~self.dlm_mask,",
+        "self.tlm_mask,",
+        "overlap",
+        ("gtsu.safety_proof",),
+    ),
+}
+
+
+def cases(check: str) -> list:
+    """The catalogue's bugs that ``check`` must catch, as ``pytest.param``s with the bug's
+    name as id (the argument of the parametrised test is the :class:`PlantedBug`)."""
+    import pytest
+
+    return [pytest.param(bug, id=name) for name, bug in CATALOGUE.items() if check in bug.caught_by]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from harness import small_params
 from harness.cocotb_run import run_block_cocotb, run_cocotb
-from harness.planted import CATALOGUE, planted
+from harness.planted import cases
 
 from ahasd.hw.queues import AsyncQueues
 from ahasd.hw.verilog import module_name
@@ -52,16 +52,18 @@ def test_queues_small_depths(ratio):
 
 
 @pytest.mark.cocotb
-def test_queues_testbench_fails_on_the_bit0_epoch_comparison():
-    """The draft queue's stale test on bit 0 of the epoch only (an entry two epochs old
-    passes as current): the random tier's bursts of back-to-back bumps deliver such an
-    entry and the scoreboard fails the run (tests/queues/test_formal.py plants the same)."""
+@pytest.mark.parametrize("bug", cases("queues.cocotb"))
+def test_queues_testbench_fails_on_planted_bugs(bug):
+    """Each planted bug the random tier must catch (harness/planted.py), e.g. the draft
+    queue's stale test on bit 0 of the epoch only (an entry two epochs old passes as
+    current): the tier's bursts of back-to-back bumps deliver such an entry and the
+    scoreboard fails the run."""
     params = QueueParams()
     with pytest.raises(pytest.fail.Exception, match=r"\d+ of \d+ cocotb test\(s\) failed"):
         run_cocotb(
             top=module_name("queues"),
-            component=lambda: planted(AsyncQueues, *CATALOGUE["queues.epoch_bit0"])(params),
-            tag=params.tag() + "-planted-epoch-bit0",
+            component=lambda: bug.build(AsyncQueues)(params),
+            tag=f"{params.tag()}-{bug.tag}",
             params=params,
             test_module="tb_queues",
             test_dir=HERE,

@@ -58,7 +58,7 @@ from amaranth.hdl import (
 from amaranth.lib.wiring import In
 from harness import small_params
 from harness.formal import check
-from harness.planted import CATALOGUE, planted
+from harness.planted import cases
 
 from ahasd.hw.queues import AsyncQueues, DraftQueue
 from ahasd.params import QueueParams
@@ -285,14 +285,20 @@ def test_epochs_switched_back_to_back_lose_and_leak_nothing():
     )
 
 
-# The stale test on bit 0 only: an entry two epochs old passes as current.
-EPOCH_BIT0 = CATALOGUE["queues.epoch_bit0"]
-
-
 @pytest.mark.formal
-@pytest.mark.parametrize("data", [False, True], ids=["proof", "data"])
-def test_epoch_checks_fail_on_the_bit0_comparison(data):
-    queue = planted(DraftQueue, *EPOCH_BIT0)
+@pytest.mark.parametrize(
+    ("bug", "data"),
+    [
+        *((case.values[0], False) for case in cases("queues.epoch_proof")),
+        *((case.values[0], True) for case in cases("queues.epoch_data")),
+    ],
+    ids=[
+        *(f"{case.id}-proof" for case in cases("queues.epoch_proof")),
+        *(f"{case.id}-data" for case in cases("queues.epoch_data")),
+    ],
+)
+def test_epoch_checks_fail_on_planted_bugs(bug, data):
+    queue = bug.build(DraftQueue)
     with pytest.raises(pytest.fail.Exception, match="failed assertion"):
         check(
             DraftEpochProperties(queue, data=data),
@@ -457,26 +463,12 @@ def test_no_queue_drops_duplicates_or_reorders_an_entry_proved():
     )
 
 
-def _planted(old: str, new: str):
-    """``AsyncQueues`` rebuilt from its source with ``old`` replaced by ``new``."""
-    return planted(AsyncQueues, old, new)
-
-
 @pytest.mark.formal
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        # the writer is never back-pressured: a full queue overwrites its oldest entry
-        ("self.w.ready.eq(fifo.w_rdy)", "self.w.ready.eq(1)"),
-        # a stale head is reported squashed but not popped (read again later)
-        ("fifo.r_en.eq(stale | self.r.ready)", "fifo.r_en.eq(self.r.ready)"),
-    ],
-    ids=["no_backpressure", "squash_keeps_head"],
-)
-def test_pointer_proof_fails_on_planted_bugs(old, new):
+@pytest.mark.parametrize("bug", cases("queues.pointer_proof"))
+def test_pointer_proof_fails_on_planted_bugs(bug):
     with pytest.raises(pytest.fail.Exception, match="failed assertion"):
         check(
-            QueuePointers(_planted(old, new)),
+            QueuePointers(bug.build(AsyncQueues)),
             name="queues_pointers_planted",
             mode="prove",
             depth=INDUCTION_DEPTH,

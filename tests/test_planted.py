@@ -1,0 +1,59 @@
+"""The planted-bug catalogue (tests/harness/planted.py) held whole: every documented
+invariant has a bug planted against it, every bug names a check that runs it, every named
+check exists, and every bug's change applies to the RTL as it is now (the checks themselves,
+which must fail on each bug, live with their block's tests)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from harness.planted import CATALOGUE, INVARIANTS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _defining_file(class_name: str) -> Path:
+    """The module of hw/ that defines ``class_name``."""
+    found = [
+        path
+        for path in sorted((ROOT / "hw").glob("*.py"))
+        if any(
+            isinstance(node, ast.ClassDef) and node.name == class_name
+            for node in ast.parse(path.read_text()).body
+        )
+    ]
+    assert len(found) == 1, f"class {class_name} defined in {found or 'no module of hw/'}"
+    return found[0]
+
+
+def test_every_documented_invariant_has_a_planted_bug():
+    planted_against = {(bug.block, bug.invariant) for bug in CATALOGUE.values()}
+    missing = [
+        f"{block}.{key}: {text}"
+        for block, invariants in INVARIANTS.items()
+        for key, text in invariants.items()
+        if (block, key) not in planted_against
+    ]
+    assert not missing, "invariants no planted bug breaks:\n  " + "\n  ".join(missing)
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_the_bug_names_a_documented_invariant_and_its_checks_exist(name):
+    bug = CATALOGUE[name]
+    assert name.startswith(f"{bug.block}."), "a bug's name starts with its block"
+    assert bug.invariant in INVARIANTS.get(bug.block, {}), f"unknown invariant {bug.invariant}"
+    assert bug.caught_by, "a bug no check runs is caught by nothing"
+    for check in bug.caught_by:
+        block = check.partition(".")[0]
+        sources = "".join(p.read_text() for p in sorted((ROOT / "tests" / block).glob("test_*.py")))
+        assert f'cases("{check}")' in sources, f"no test in tests/{block} runs the check {check}"
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_the_bug_applies_to_the_rtl_as_it_is(name):
+    bug = CATALOGUE[name]
+    source = _defining_file(bug.component).read_text()
+    assert source.count(bug.old) == 1, f"{bug.old!r} must occur once in the RTL"
+    assert bug.old != bug.new
