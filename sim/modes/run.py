@@ -115,30 +115,17 @@ ENGINES = {
 }
 
 
-def simulate(
-    settings: RunSettings,
-    *,
-    trace: Trace | None = None,
-    library: SpecLibrary | None = None,
-    controller: Controller | None = None,
-    policy=None,
-    hardware: Hardware | None = None,
-) -> RunResult:
+def simulate(settings: RunSettings, *, library: SpecLibrary | None = None, **options) -> RunResult:
     """Run one configuration: :func:`simulate_prepared` of :func:`prepare_run`.
 
     Parameters
     ----------
     settings : the configuration (resolved against its platform here, once).
     library : spec library (default: built-in plus ``settings.spec_dirs``).
-    trace, controller, policy, hardware : as for :func:`simulate_prepared`.
+    **options : ``trace``, ``controller``, ``policy``, ``hardware``: as for
+        :func:`simulate_prepared`.
     """
-    return simulate_prepared(
-        prepare_run(settings, library),
-        trace=trace,
-        controller=controller,
-        policy=policy,
-        hardware=hardware,
-    )
+    return simulate_prepared(prepare_run(settings, library), **options)
 
 
 def simulate_prepared(

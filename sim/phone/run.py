@@ -252,27 +252,11 @@ def request_traces(settings: PhoneSettings, preset: str):
     return source
 
 
-def simulate_phone(
-    settings: PhoneSettings,
-    *,
-    traces=None,
-    requests: int | None = None,
-    record_power: bool = False,
-    record_rounds: bool = False,
-    hardware: PhoneHardware | None = None,
-    progress=None,
-) -> PhoneResult:
+def simulate_phone(settings: PhoneSettings, **options) -> PhoneResult:
     """Run one sustained phone configuration: :func:`simulate_prepared_phone` of
-    :func:`~ahasd.sim.phone.prepare.prepare_phone_run` (the keyword arguments are its)."""
-    return simulate_prepared_phone(
-        prepare_phone_run(settings),
-        traces=traces,
-        requests=requests,
-        record_power=record_power,
-        record_rounds=record_rounds,
-        hardware=hardware,
-        progress=progress,
-    )
+    :func:`~ahasd.sim.phone.prepare.prepare_phone_run` (``options`` are its keyword
+    arguments)."""
+    return simulate_prepared_phone(prepare_phone_run(settings), **options)
 
 
 def simulate_prepared_phone(
