@@ -30,7 +30,23 @@ def test_every_platform_kind_is_one_row_of_the_scenario_table():
     assert set(SCENARIOS) == set(PLATFORM_KINDS) == {"npu-pim", "phone"}
     for kind, row in SCENARIOS.items():
         assert row.kind == kind
-        assert [mode.name for mode in row.modes]  # every mode table lists named rows
+
+
+# Settings of one run of each scenario, but the mode.
+RUN_OF = {
+    "npu-pim": {"pair": "opt-1.3b-6.7b", "policy": "svip"},
+    "phone": {"platform": "m4"},
+}
+
+
+@pytest.mark.parametrize("kind", RUN_OF)
+def test_a_prepared_run_carries_the_row_of_its_scenarios_mode_table(kind):
+    row = SCENARIOS[kind]
+    assert len(row.modes) >= 3
+    for mode in row.modes:
+        prepared = row.prepare(row.settings(mode=mode.name, **RUN_OF[kind]))
+        assert prepared.mode is mode
+        assert prepared.settings.mode == mode.name
 
 
 @pytest.mark.parametrize(("platform", "kind"), SHIPPED.items())
