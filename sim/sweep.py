@@ -367,8 +367,8 @@ def run_identity(settings: RunSettings, library: SpecLibrary) -> dict:
     mode's hardware assembly reads (and their power figures), the pair and its two models,
     the controller parameters (asynchronous modes) and the policy parameters.
     """
-    run = prepare_run(settings, library)
-    resolved, used, mode = run.settings, run.library, run.mode
+    prepared = prepare_run(settings, library)
+    resolved, used, mode = prepared.settings, prepared.library, prepared.mode
     roles = ASSEMBLY_ROLES[mode.assembly]
     config = {
         key: value

@@ -84,9 +84,9 @@ def model_inputs(settings):
     from ahasd.sim.library.loading import load_library
     from ahasd.sim.modes import build_hardware, prepare_run, tvc_presets
 
-    run = prepare_run(settings, load_library(settings.spec_dirs))
-    hardware = build_hardware(run)
-    return run, hardware, tvc_presets(hardware, run.settings.prompt_tokens)
+    prepared = prepare_run(settings, load_library(settings.spec_dirs))
+    hardware = build_hardware(prepared)
+    return prepared, hardware, tvc_presets(hardware, prepared.settings.prompt_tokens)
 
 
 def run_model(settings, controller=None) -> tuple[dict, list]:
@@ -101,10 +101,10 @@ def run_model(settings, controller=None) -> tuple[dict, list]:
     from ahasd.sim.controller import GoldenController
     from ahasd.sim.modes import simulate_prepared
 
-    run, hardware, presets = model_inputs(settings)
+    prepared, hardware, presets = model_inputs(settings)
     if controller is None:
         p = model_top_params(settings)
         controller = GoldenController(p.edc, p.tvc, p.gtsu, tvc_presets=presets)
     recorder = RecordingController(controller)
-    result = simulate_prepared(run, hardware=hardware, controller=recorder)
+    result = simulate_prepared(prepared, hardware=hardware, controller=recorder)
     return json.loads(json.dumps(result.summary)), recorder.log

@@ -74,17 +74,17 @@ _HARDWARE_FIELDS = (
 )
 
 
-def build_hardware(run: PreparedRun) -> Hardware:
+def build_hardware(prepared: PreparedRun) -> Hardware:
     """Executors and pass-cost models of the prepared run's mode from its spec library.
 
     Memoised per library and hardware-relevant settings: the pass-cost caches are pure, so
     runs that differ only in policy, seed or trace share them (a sweep's main saving).
     """
-    settings, library = run.settings, run.library
+    settings, library = prepared.settings, prepared.library
     key = tuple(getattr(settings, name) for name in _HARDWARE_FIELDS)
     cache = _HARDWARE_CACHE.setdefault(id(library), (library, {}))[1]
     if key not in cache:
-        cache[key] = _ASSEMBLERS[run.mode.assembly](run.mode, settings, library)
+        cache[key] = _ASSEMBLERS[prepared.mode.assembly](prepared.mode, settings, library)
     return cache[key]
 
 

@@ -258,8 +258,9 @@ def check_tvc_widths_for_runs(runs, library) -> None:
         if key in seen:
             continue
         seen.add(key)
-        run = prepare_run(settings, library)
-        if not run.mode.tvc:
+        prepared = prepare_run(settings, library)
+        if not prepared.mode.tvc:
             continue
-        hardware = build_hardware(run)
-        check_tvc_widths(run.settings, hardware, tvc_presets(hardware, run.settings.prompt_tokens))
+        hardware = build_hardware(prepared)
+        resolved = prepared.settings
+        check_tvc_widths(resolved, hardware, tvc_presets(hardware, resolved.prompt_tokens))

@@ -92,11 +92,11 @@ class PhoneHardware:
         return self.active_w[device] * s * _voltage(self.platform, s) ** 2
 
 
-def build_phone_hardware(run: PreparedPhoneRun) -> PhoneHardware:
+def build_phone_hardware(prepared: PreparedPhoneRun) -> PhoneHardware:
     """Executors of the platform's GPU and NPU at every throttle level, for the prepared
     run's mode."""
-    settings, platform, library, pair = run.settings, run.platform, run.library, run.pair
-    draft_device = run.mode.draft_device
+    settings, platform, library = prepared.settings, prepared.platform, prepared.library
+    pair, draft_device = prepared.pair, prepared.mode.draft_device
     draft, target = library.model(pair.draft), library.model(pair.target)
     gpu = library.device(platform.gpu, "gpu")
     npu = library.device(platform.npu, "npu")
