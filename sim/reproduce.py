@@ -33,10 +33,16 @@ from ahasd.output import OutputSet
 from ahasd.sim import report
 from ahasd.sim.grid import PAPER_PAIRS
 from ahasd.sim.library.loading import SpecLibrary, load_library
-from ahasd.sim.library.platforms import DEFAULT_PLATFORM, DEVICE_SETTINGS, RANK_SPLITS
+from ahasd.sim.library.platforms import (
+    DEFAULT_PLATFORM,
+    DEVICE_SETTINGS,
+    PLATFORM_KIND,
+    RANK_SPLITS,
+)
 from ahasd.sim.modes.hardware import ASSEMBLY_ROLES
 from ahasd.sim.modes.table import COMPARISON_BASE, LADDER, MODE_TABLE, find_mode
 from ahasd.sim.policies import PAPER_POLICIES
+from ahasd.sim.scenarios import SCENARIOS
 from ahasd.sim.settings import RunSettings, resolve
 from ahasd.sim.sweep import run_sweep
 
@@ -178,7 +184,7 @@ class Study:
 
 def _plan(config: ReproduceConfig) -> Study:
     library = load_library(config.spec_dirs)
-    platforms = config.platforms or tuple(library.platforms)
+    platforms = config.platforms or SCENARIOS[PLATFORM_KIND].platforms(config.spec_dirs)
     for name in (*platforms, config.sensitivity_platform, config.regime_platform):
         library.platform(name)
     gpus = config.gpus or tuple(

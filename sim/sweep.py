@@ -51,7 +51,7 @@ from ahasd.sim.library.files import read_toml
 from ahasd.sim.library.loading import SpecLibrary, load_library
 from ahasd.sim.library.overrides import integer_spec_fields, role_path
 from ahasd.sim.library.platforms import DEVICE_SETTINGS
-from ahasd.sim.modes import find_mode, simulate
+from ahasd.sim.modes import prepare_run, simulate
 from ahasd.sim.modes.hardware import ASSEMBLY_ROLES
 from ahasd.sim.settings import CONTROLLER_BLOCKS, SEED_MAX, RunSettings, controller_params, resolve
 from ahasd.sim.traces.format import builtin_trace_paths
@@ -367,8 +367,8 @@ def run_identity(settings: RunSettings, library: SpecLibrary) -> dict:
     mode's hardware assembly reads (and their power figures), the pair and its two models,
     the controller parameters (asynchronous modes) and the policy parameters.
     """
-    resolved, used = resolve(settings, library)
-    mode = find_mode(resolved.mode)
+    prepared = prepare_run(settings, library)
+    resolved, used, mode = prepared.settings, prepared.library, prepared.mode
     roles = ASSEMBLY_ROLES[mode.assembly]
     config = {
         key: value

@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from ahasd.sim.library.loading import load_library
-from ahasd.sim.modes import build_hardware, simulate
+from ahasd.sim.modes import build_hardware, prepare_run, simulate
 from ahasd.sim.modes.oplevel import round_shares
 from ahasd.sim.report import pyplot
 from ahasd.sim.settings import RunSettings
@@ -38,7 +38,7 @@ def main() -> None:
         specpim_planned_draft=PLANNED,
         tokens=1024,
     )
-    hardware = build_hardware(settings, load_library())
+    hardware = build_hardware(prepare_run(settings, load_library()))
     context = settings.prompt_tokens
     rows = [(k, *round_shares(hardware, k, context)) for k in LENGTHS]
     print(f"{PAIR} on {PLATFORM}, split balanced for K = {PLANNED}")

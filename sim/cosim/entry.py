@@ -30,7 +30,7 @@ async def cosim(dut):
     job = json.loads(os.environ[JOB_ENV])
     settings = settings_from_dict(job["settings"])
     params = TopParams.from_dict(job["top_params"])
-    _library, _hardware, presets = model_inputs(settings)
+    _prepared, _hardware, presets = model_inputs(settings)
     verilog = Path(job["verilog"]) if "verilog" in job else Path.cwd().parent / f"{TOP}.v"
     write_immediately()  # every call drives after the falling edge of pim_clk
     rtl = RTLController(

@@ -80,13 +80,13 @@ def model_top_params(settings) -> TopParams:
 
 
 def model_inputs(settings):
-    """``(library, hardware, tvc_presets)`` of a run, as ``simulate`` computes them."""
+    """``(prepared run, hardware, tvc_presets)`` of a run, as ``simulate`` computes them."""
     from ahasd.sim.library.loading import load_library
-    from ahasd.sim.modes import build_hardware, tvc_presets
+    from ahasd.sim.modes import build_hardware, prepare_run, tvc_presets
 
-    library = load_library(settings.spec_dirs)
-    hardware = build_hardware(settings, library)
-    return library, hardware, tvc_presets(hardware, settings.prompt_tokens)
+    prepared = prepare_run(settings, load_library(settings.spec_dirs))
+    hardware = build_hardware(prepared)
+    return prepared, hardware, tvc_presets(hardware, prepared.settings.prompt_tokens)
 
 
 def run_model(settings, controller=None) -> tuple[dict, list]:
@@ -99,12 +99,12 @@ def run_model(settings, controller=None) -> tuple[dict, list]:
     import json
 
     from ahasd.sim.controller import GoldenController
-    from ahasd.sim.modes import simulate
+    from ahasd.sim.modes import simulate_prepared
 
-    library, hardware, presets = model_inputs(settings)
+    prepared, hardware, presets = model_inputs(settings)
     if controller is None:
         p = model_top_params(settings)
         controller = GoldenController(p.edc, p.tvc, p.gtsu, tvc_presets=presets)
     recorder = RecordingController(controller)
-    result = simulate(settings, library=library, hardware=hardware, controller=recorder)
+    result = simulate_prepared(prepared, hardware=hardware, controller=recorder)
     return json.loads(json.dumps(result.summary)), recorder.log

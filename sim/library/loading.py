@@ -13,9 +13,10 @@ from ahasd.errors import UserError
 from ahasd.sim.library.files import described
 from ahasd.sim.library.platforms import (
     DEVICE_SETTINGS,
+    PLATFORM_KIND,
     PlatformSpec,
-    is_system_platform,
     load_system_platform,
+    platform_kind,
 )
 from ahasd.sim.library.specs import (
     DeviceSpec,
@@ -98,7 +99,7 @@ def _load(directories: tuple[Path, ...], signature: tuple) -> SpecLibrary:
         if os.path.lexists(directory / "pairs.toml"):
             pairs.update(load_pairs(directory / "pairs.toml"))
         for path in spec_paths(directory, "platforms"):
-            if is_system_platform(path):
+            if platform_kind(path) == PLATFORM_KIND:
                 spec = load_system_platform(path)
                 platforms[spec.name] = spec
     for pair in pairs.values():

@@ -1,7 +1,10 @@
-"""NPU+PIM platform files (``platforms/<name>.toml`` with ``kind = "npu-pim"``): the
-device of every role, the memory-sharing model, the precision of the NPU and PIM, the GPU
-baselines, the rank split and the KV-reuse reading (files without that kind are phone
-SoCs, :mod:`ahasd.sim.phone`).
+"""Platform files (``platforms/<name>.toml``) and the NPU+PIM ones among them.
+
+Every platform file names its scenario in ``kind`` (:data:`PLATFORM_KINDS`, read by
+:func:`platform_kind`): ``"npu-pim"`` files are read here (the device of every role, the
+memory-sharing model, the precision of the NPU and PIM, the GPU baselines, the rank split
+and the KV-reuse reading), ``"phone"`` files by :mod:`ahasd.sim.phone`. The scenario table
+(:mod:`ahasd.sim.scenarios`) has one row per kind.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from ahasd.sim.library.files import (
     sourced_numbers,
 )
 
-# The ``kind`` of a platform file of the NPU+PIM system model (a phone SoC file has none).
+# The ``kind`` of a platform file of the NPU+PIM system model.
 PLATFORM_KIND = "npu-pim"
+# Every kind a platform file may have: one per scenario (ahasd.sim.scenarios.SCENARIOS).
+PLATFORM_KINDS = (PLATFORM_KIND, "phone")
 DEFAULT_PLATFORM = "table2"
 MEMORY_SHARING = ("shared", "separate")
 # How the PIM's ranks are divided between the draft and the target model (paper 5.1: "varying
@@ -153,6 +158,14 @@ def _platform_choice(path: Path, data: dict, key: str, choices: tuple, default):
     return value, require_string(path, entry, "source")
 
 
-def is_system_platform(path: Path) -> bool:
-    """Whether ``platforms/<name>.toml`` is an NPU+PIM platform (else a phone SoC's)."""
-    return read_toml(path).get("kind") == PLATFORM_KIND
+def platform_kind(path: Path) -> str:
+    """The ``kind`` of platform file ``path``, one of :data:`PLATFORM_KINDS`; a file
+    without one, or with another, is a UserError naming the file and the known kinds."""
+    kind = read_toml(path).get("kind")
+    if kind not in PLATFORM_KINDS:
+        given = "missing" if kind is None else f"{kind!r} is not a platform kind"
+        raise UserError(
+            f"{path}: field 'kind': {given} (every platform file names its scenario: "
+            f"{', '.join(PLATFORM_KINDS)})"
+        )
+    return kind

@@ -7,8 +7,11 @@ Where each concern lives (each module has a public interface and an ``__all__``)
   features (``aau``, ``edc``, ``tvc``); the ladder order and the report's baselines.
   ``MODES``, ``SYNC_MODES``, ``ASYNC_MODES`` and ``LADDER`` derive from it. **Adding a
   mode starts (and usually ends) here.**
+- :mod:`~ahasd.sim.modes.prepare`: a run prepared once, ``PreparedRun`` (the settings
+  resolved against their platform, the mode's row, the spec library), which everything
+  below reads; ``prepare_run`` makes it.
 - :mod:`~ahasd.sim.modes.hardware`: hardware assembly, ``build_hardware`` (cost models of
-  the devices a mode uses, from the spec library) and the TVC presets.
+  the devices a prepared run's mode uses, from its spec library) and the TVC presets.
 - :mod:`~ahasd.sim.modes.state`: the run state both engines share, the acceptance draws.
 - :mod:`~ahasd.sim.modes.sync`: the synchronous engine, ``SyncRun``; its hook methods are
   the seam other synchronous simulators subclass (:mod:`ahasd.sim.phone`).
@@ -17,7 +20,8 @@ Where each concern lives (each module has a public interface and an ``__all__``)
   on shared ranks, nonlinear requests of a PIM without AAU).
 - :mod:`~ahasd.sim.modes.tvc_widths`: the widths the TVC needs on a run's hardware
   (refused before the run when they would saturate) and the in-run guard.
-- :mod:`~ahasd.sim.modes.run`: ``simulate`` and its outcome ``RunResult``.
+- :mod:`~ahasd.sim.modes.run`: ``simulate`` (prepares, then ``simulate_prepared``), its
+  outcome ``RunResult`` and ``ENGINES``, the engine each mode row names.
 
 Traces are resolved in :mod:`ahasd.sim.traces.sources`; the command line is
 :mod:`ahasd.cli.simulate`.
@@ -53,7 +57,8 @@ from __future__ import annotations
 
 from ahasd.sim.modes.hardware import Hardware, build_hardware, tvc_presets
 from ahasd.sim.modes.ladder import AsyncRun
-from ahasd.sim.modes.run import RunResult, simulate
+from ahasd.sim.modes.prepare import PreparedRun, prepare_run
+from ahasd.sim.modes.run import ENGINES, Engine, RunResult, simulate, simulate_prepared
 from ahasd.sim.modes.state import RunState, draw_outcomes
 from ahasd.sim.modes.sync import SyncRun
 from ahasd.sim.modes.table import (
@@ -73,13 +78,16 @@ __all__ = [
     "ABLATION_BASE",
     "ASYNC_MODES",
     "COMPARISON_BASE",
+    "ENGINES",
     "LADDER",
     "MODES",
     "MODE_TABLE",
     "SYNC_MODES",
     "AsyncRun",
+    "Engine",
     "Hardware",
     "Mode",
+    "PreparedRun",
     "RunResult",
     "RunState",
     "SyncRun",
@@ -88,6 +96,8 @@ __all__ = [
     "check_tvc_widths_for_runs",
     "draw_outcomes",
     "find_mode",
+    "prepare_run",
     "simulate",
+    "simulate_prepared",
     "tvc_presets",
 ]

@@ -7,10 +7,11 @@ settings from the spec library, and returns a :class:`Hardware`: callables
 modes) a pre-verification pass on the PIM's target ranks, plus static power and notes.
 :func:`tvc_presets` derives the TVC tables' offline-profiling presets from those costs.
 
-The settings are resolved against their platform first (:func:`ahasd.sim.settings.resolve`:
-devices, precision, spec overrides). A device with ``weight_bytes``/``kv_bytes`` runs every
-model at that precision; a GPU with ``host_link_bandwidth`` streams the weights that do not
-fit its memory over that link (:class:`~ahasd.sim.cost.OffloadPassModel`).
+It takes a :class:`~ahasd.sim.modes.prepare.PreparedRun`: the settings already resolved
+against their platform (devices, precision, spec overrides) and the mode's row. A device
+with ``weight_bytes``/``kv_bytes`` runs every model at that precision; a GPU with
+``host_link_bandwidth`` streams the weights that do not fit its memory over that link
+(:class:`~ahasd.sim.cost.OffloadPassModel`).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from ahasd.sim.cost import OffloadPassModel, PassModel, executor_for
 from ahasd.sim.library.loading import SpecLibrary
 from ahasd.sim.library.specs import DeviceSpec, ModelSpec
 from ahasd.sim.modes.oplevel import OperatorSplitPassModel, balanced_fractions, operator_times
+from ahasd.sim.modes.prepare import PreparedRun
 from ahasd.sim.modes.ranks import split_ranks
-from ahasd.sim.modes.table import Mode, find_mode
-from ahasd.sim.settings import RunSettings, resolve
+from ahasd.sim.modes.table import Mode
+from ahasd.sim.settings import RunSettings
 
 __all__ = ["ASSEMBLY_ROLES", "Hardware", "build_hardware", "tvc_presets"]
 
@@ -72,18 +74,17 @@ _HARDWARE_FIELDS = (
 )
 
 
-def build_hardware(settings: RunSettings, library: SpecLibrary) -> Hardware:
-    """Executors and pass-cost models for ``settings.mode`` from the spec library.
+def build_hardware(prepared: PreparedRun) -> Hardware:
+    """Executors and pass-cost models of the prepared run's mode from its spec library.
 
     Memoised per library and hardware-relevant settings: the pass-cost caches are pure, so
     runs that differ only in policy, seed or trace share them (a sweep's main saving).
     """
-    settings, library = resolve(settings, library)
+    settings, library = prepared.settings, prepared.library
     key = tuple(getattr(settings, name) for name in _HARDWARE_FIELDS)
     cache = _HARDWARE_CACHE.setdefault(id(library), (library, {}))[1]
     if key not in cache:
-        mode = find_mode(settings.mode)
-        cache[key] = _ASSEMBLERS[mode.assembly](mode, settings, library)
+        cache[key] = _ASSEMBLERS[prepared.mode.assembly](prepared.mode, settings, library)
     return cache[key]
 
 

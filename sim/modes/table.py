@@ -19,7 +19,7 @@ __all__ = [
     "ASSEMBLIES",
     "ASYNC_MODES",
     "COMPARISON_BASE",
-    "ENGINES",
+    "ENGINE_NAMES",
     "LADDER",
     "MODES",
     "MODE_TABLE",
@@ -31,9 +31,9 @@ __all__ = [
     "find_mode",
 ]
 
-# Engines (sim/modes/sync.py, sim/modes/ladder.py) and hardware assemblies
-# (sim/modes/hardware.py) a mode can name.
-ENGINES = ("sync", "async")
+# Engines (ENGINES in sim/modes/run.py: sync.py's SyncRun, ladder.py's AsyncRun) and
+# hardware assemblies (sim/modes/hardware.py) a mode can name.
+ENGINE_NAMES = ("sync", "async")
 ASSEMBLIES = ("gpu", "specpim-gpu", "npu", "specpim-npu", "pim-npu")
 
 
@@ -44,9 +44,9 @@ class Mode:
     Parameters
     ----------
     name : the name on the command line and in results.
-    engine : ``"sync"`` (draft a round, then verify it: :class:`~ahasd.sim.modes.sync.SyncRun`)
-        or ``"async"`` (the PIM drafts ahead while the NPU verifies:
-        :class:`~ahasd.sim.modes.ladder.AsyncRun`).
+    engine : the key of its engine in :data:`ahasd.sim.modes.run.ENGINES`: ``"sync"`` (draft
+        a round, then verify it: :class:`~ahasd.sim.modes.sync.SyncRun`) or ``"async"`` (the
+        PIM drafts ahead while the NPU verifies: :class:`~ahasd.sim.modes.ladder.AsyncRun`).
     assembly : the hardware assembly of :func:`~ahasd.sim.modes.hardware.build_hardware`
         that builds its executors, one of :data:`ASSEMBLIES`.
     draft_device, verify_device : where the draft and the target model run.
@@ -75,8 +75,8 @@ class Mode:
         return "gpu" in self.devices
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"mode {self.name!r}: engine must be one of {ENGINES}")
+        if self.engine not in ENGINE_NAMES:
+            raise ValueError(f"mode {self.name!r}: engine must be one of {ENGINE_NAMES}")
         if self.assembly not in ASSEMBLIES:
             raise ValueError(f"mode {self.name!r}: assembly must be one of {ASSEMBLIES}")
         if self.engine == "sync" and (self.aau or self.edc or self.tvc):

@@ -247,17 +247,20 @@ class TVCWidthGuard:
 
 def check_tvc_widths_for_runs(runs, library) -> None:
     """:func:`check_tvc_widths` for every run of ``runs`` (RunSettings) whose mode uses the
-    TVC, each distinct configuration once: a sweep calls it before running anything."""
+    TVC, each distinct configuration once (prepared once against ``library``): a sweep calls
+    it before running anything."""
     from ahasd.sim.modes.hardware import build_hardware, tvc_presets
-    from ahasd.sim.modes.table import find_mode
+    from ahasd.sim.modes.prepare import prepare_run
 
     seen = set()
     for settings in runs:
-        if not find_mode(settings.mode).tvc:
-            continue
         key = replace(settings, policy="", seed=0, trace=None, policy_params=())
         if key in seen:
             continue
         seen.add(key)
-        hardware = build_hardware(settings, library)
-        check_tvc_widths(settings, hardware, tvc_presets(hardware, settings.prompt_tokens))
+        prepared = prepare_run(settings, library)
+        if not prepared.mode.tvc:
+            continue
+        hardware = build_hardware(prepared)
+        resolved = prepared.settings
+        check_tvc_widths(resolved, hardware, tvc_presets(hardware, resolved.prompt_tokens))

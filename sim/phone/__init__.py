@@ -4,15 +4,17 @@ Where each concern lives (each module has a public interface and an ``__all__``)
 
 - :mod:`~ahasd.sim.phone.settings`: the phone mode table (``PHONE_MODES`` derives from it),
   task types, :class:`PhoneSettings`. **Adding a phone mode starts here.**
-- :mod:`~ahasd.sim.phone.platform`: platform files (``sim/specs/platforms``), loading and
-  lookup.
+- :mod:`~ahasd.sim.phone.platform`: platform files (``sim/specs/platforms``, ``kind =
+  "phone"``), loading and lookup.
+- :mod:`~ahasd.sim.phone.prepare`: a phone run prepared once, ``PreparedPhoneRun`` (its
+  mode row, platform, spec library and pair), which the hardware and the engine read.
 - :mod:`~ahasd.sim.phone.cost`: pass costs per throttle level (:class:`TieredPassModel` for
   the NPU drafting from SRAM) and the platform's power figures (:class:`PhoneHardware`).
 - :mod:`~ahasd.sim.phone.governor`: the thermal governor (the RC model itself is
   :mod:`ahasd.sim.thermal`).
 - :mod:`~ahasd.sim.phone.run`: the phone engine, a subclass of the synchronous engine
-  :class:`ahasd.sim.modes.SyncRun` through its documented hooks, and
-  :func:`simulate_phone`.
+  :class:`ahasd.sim.modes.SyncRun` through its documented hooks, :func:`simulate_phone`
+  and :func:`simulate_prepared_phone`.
 - :mod:`~ahasd.sim.phone.figures`: the time-series figure.
 
 The command line (``ahasd simulate --platform``) is :mod:`ahasd.cli.simulate`.
@@ -63,8 +65,21 @@ from __future__ import annotations
 from ahasd.sim.phone.cost import PhoneHardware, TieredPassModel, build_phone_hardware
 from ahasd.sim.phone.figures import plot_phone
 from ahasd.sim.phone.governor import Governor
-from ahasd.sim.phone.platform import PlatformSpec, find_platform, known_platforms, load_platform
-from ahasd.sim.phone.run import PhoneResult, PhoneRun, request_traces, simulate_phone
+from ahasd.sim.phone.platform import (
+    PHONE_KIND,
+    PlatformSpec,
+    find_platform,
+    known_platforms,
+    load_platform,
+)
+from ahasd.sim.phone.prepare import PreparedPhoneRun, prepare_phone_run
+from ahasd.sim.phone.run import (
+    PhoneResult,
+    PhoneRun,
+    request_traces,
+    simulate_phone,
+    simulate_prepared_phone,
+)
 from ahasd.sim.phone.settings import (
     DRAFT_WEIGHTS,
     PHONE_MODE_TABLE,
@@ -78,6 +93,7 @@ from ahasd.sim.phone.settings import (
 
 __all__ = [
     "DRAFT_WEIGHTS",
+    "PHONE_KIND",
     "PHONE_MODES",
     "PHONE_MODE_TABLE",
     "TASKS",
@@ -89,6 +105,7 @@ __all__ = [
     "PhoneRun",
     "PhoneSettings",
     "PlatformSpec",
+    "PreparedPhoneRun",
     "TieredPassModel",
     "build_phone_hardware",
     "find_phone_mode",
@@ -96,6 +113,8 @@ __all__ = [
     "known_platforms",
     "load_platform",
     "plot_phone",
+    "prepare_phone_run",
     "request_traces",
     "simulate_phone",
+    "simulate_prepared_phone",
 ]

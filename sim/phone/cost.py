@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from ahasd.sim.cost import Cost, Executor, PassModel, executor_for, operators
 from ahasd.sim.phone.platform import PlatformSpec
-from ahasd.sim.phone.settings import PhoneSettings, find_phone_mode
+from ahasd.sim.phone.prepare import PreparedPhoneRun
 
 __all__ = ["PhoneHardware", "TieredPassModel", "build_phone_hardware"]
 
@@ -92,10 +92,11 @@ class PhoneHardware:
         return self.active_w[device] * s * _voltage(self.platform, s) ** 2
 
 
-def build_phone_hardware(settings: PhoneSettings, platform: PlatformSpec, library) -> PhoneHardware:
-    """Executors of the platform's GPU and NPU at every throttle level, for ``settings.mode``."""
-    draft_device = find_phone_mode(settings.mode).draft_device
-    pair = library.pair(settings.pair or platform.pair)
+def build_phone_hardware(prepared: PreparedPhoneRun) -> PhoneHardware:
+    """Executors of the platform's GPU and NPU at every throttle level, for the prepared
+    run's mode."""
+    settings, platform, library = prepared.settings, prepared.platform, prepared.library
+    pair, draft_device = prepared.pair, prepared.mode.draft_device
     draft, target = library.model(pair.draft), library.model(pair.target)
     gpu = library.device(platform.gpu, "gpu")
     npu = library.device(platform.npu, "npu")

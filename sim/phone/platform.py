@@ -1,4 +1,5 @@
-"""Phone platforms: ``sim/specs/platforms/<name>.toml``, one SoC class each.
+"""Phone platforms: ``sim/specs/platforms/<name>.toml`` with ``kind = "phone"``, one SoC
+class each.
 
 :func:`load_platform` reads and validates one file (every number with its source, in the
 spec-file format of :mod:`ahasd.sim.library.files`); :func:`known_platforms` lists the built-in and
@@ -21,9 +22,12 @@ from ahasd.sim.library.files import (
     sourced_number,
 )
 from ahasd.sim.library.loading import BUILTIN_SPEC_DIR, spec_paths
-from ahasd.sim.library.platforms import is_system_platform
+from ahasd.sim.library.platforms import platform_kind
 
-__all__ = ["PlatformSpec", "find_platform", "known_platforms", "load_platform"]
+__all__ = ["PHONE_KIND", "PlatformSpec", "find_platform", "known_platforms", "load_platform"]
+
+# The ``kind`` of a phone SoC's platform file (one of library.platforms.PLATFORM_KINDS).
+PHONE_KIND = "phone"
 
 _PLATFORM_NUMBERS = (
     "npu_sram_bandwidth",
@@ -100,8 +104,11 @@ def _levels(path: Path, data: dict, key: str) -> tuple[tuple[float, ...], Source
 def load_platform(path: Path) -> PlatformSpec:
     """Read and validate ``platforms/<name>.toml`` (UserError naming the file and field)."""
     data = read_toml(path)
+    if data.get("kind") != PHONE_KIND:
+        raise UserError(f"{path}: field 'kind': must be {PHONE_KIND!r} for a phone SoC")
     levels = ("clock_levels", "memory_levels")
-    check_keys(path, data, ["name", "npu", "gpu", "pair", *_PLATFORM_NUMBERS, *levels, *FILE_NOTES])
+    known = ["name", "kind", "npu", "gpu", "pair", *_PLATFORM_NUMBERS, *levels, *FILE_NOTES]
+    check_keys(path, data, known)
     strings = {key: require_string(path, data, key) for key in ("name", "npu", "gpu", "pair")}
     numbers = {}
     for key in _PLATFORM_NUMBERS:
@@ -130,14 +137,14 @@ def load_platform(path: Path) -> PlatformSpec:
 
 
 def known_platforms(spec_dirs=()) -> dict[str, Path]:
-    """Platform name -> file, built-in first, later ``spec_dirs`` override by file stem.
+    """Phone platform name -> file, built-in first, later ``spec_dirs`` override by file stem.
 
-    NPU+PIM platforms (``kind = "npu-pim"``, :mod:`ahasd.sim.library.platforms`) share the
-    folder and are left out."""
+    The platform files of other kinds (:func:`~ahasd.sim.library.platforms.platform_kind`)
+    share the folder and are left out; a file without a known kind is a UserError."""
     found = {}
     for directory in (BUILTIN_SPEC_DIR, *(Path(d) for d in spec_dirs)):
         for path in spec_paths(directory, "platforms"):
-            if not is_system_platform(path):
+            if platform_kind(path) == PHONE_KIND:
                 found[path.stem] = path
     return found
 

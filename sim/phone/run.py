@@ -1,4 +1,6 @@
-"""The phone engine: sustained generation on a phone SoC, :func:`simulate_phone`.
+"""The phone engine: sustained generation on a phone SoC, :func:`simulate_phone` (which
+prepares the run once, :func:`~ahasd.sim.phone.prepare.prepare_phone_run`, and hands it to
+:func:`simulate_prepared_phone`).
 
 :class:`PhoneRun` is the synchronous engine (:class:`ahasd.sim.modes.SyncRun`) extended
 through its hook methods with back-to-back requests, per-level pass costs, package power,
@@ -13,26 +15,19 @@ import numpy as np
 
 from ahasd.sim.cost import Cost
 from ahasd.sim.engine import EventLoop
-from ahasd.sim.library.loading import load_library
 from ahasd.sim.metrics import Metrics
 from ahasd.sim.modes.state import draw_outcomes
 from ahasd.sim.modes.sync import SyncRun
 from ahasd.sim.phone.cost import PhoneHardware, build_phone_hardware
 from ahasd.sim.phone.governor import Governor
-from ahasd.sim.phone.platform import find_platform
-from ahasd.sim.phone.settings import (
-    MIX_ORDER,
-    TASK_DRAFT_LENGTH,
-    TASK_PRESET_TASK,
-    PhoneSettings,
-    find_phone_mode,
-)
+from ahasd.sim.phone.prepare import PreparedPhoneRun, prepare_phone_run
+from ahasd.sim.phone.settings import MIX_ORDER, TASK_DRAFT_LENGTH, TASK_PRESET_TASK, PhoneSettings
 from ahasd.sim.policies import make_policy
 from ahasd.sim.thermal import ThermalModel, ThermalParams
 from ahasd.sim.traces import synthetic
 from ahasd.sim.traces.format import Trace
 
-__all__ = ["PhoneResult", "PhoneRun", "request_traces", "simulate_phone"]
+__all__ = ["PhoneResult", "PhoneRun", "request_traces", "simulate_phone", "simulate_prepared_phone"]
 
 _RATE_WINDOW_S = 60.0  # first/last-minute token rates
 
@@ -257,8 +252,15 @@ def request_traces(settings: PhoneSettings, preset: str):
     return source
 
 
-def simulate_phone(
-    settings: PhoneSettings,
+def simulate_phone(settings: PhoneSettings, **options) -> PhoneResult:
+    """Run one sustained phone configuration: :func:`simulate_prepared_phone` of
+    :func:`~ahasd.sim.phone.prepare.prepare_phone_run` (``options`` are its keyword
+    arguments)."""
+    return simulate_prepared_phone(prepare_phone_run(settings), **options)
+
+
+def simulate_prepared_phone(
+    prepared: PreparedPhoneRun,
     *,
     traces=None,
     requests: int | None = None,
@@ -267,11 +269,11 @@ def simulate_phone(
     hardware: PhoneHardware | None = None,
     progress=None,
 ) -> PhoneResult:
-    """Run one sustained phone configuration.
+    """Run one prepared sustained phone configuration.
 
     Parameters
     ----------
-    settings : the configuration.
+    prepared : the prepared run (settings, mode row, platform, library, pair).
     traces : ``index -> (Trace, task type)`` for request ``index``, instead of the pair's
         synthetic preset (tests hand-build sequences with it).
     requests : stop after this many requests (each as long as its trace) even before
@@ -282,12 +284,8 @@ def simulate_phone(
     progress : called with the simulated time (s) at every governor period, for a progress
         display; None = silent.
     """
-    platform = find_platform(settings.platform, settings.spec_dirs)
-    library = load_library(settings.spec_dirs)
-    pair = library.pair(settings.pair or platform.pair)
-    library.device(platform.gpu, "gpu")
-    library.device(platform.npu, "npu")
-    hardware = hardware or build_phone_hardware(settings, platform, library)
+    settings, platform, pair = prepared.settings, prepared.platform, prepared.pair
+    hardware = hardware or build_phone_hardware(prepared)
     policy_params = dict(settings.policy_params)
     if settings.policy == "threshold":
         policy_params.setdefault("max_len", max(TASK_DRAFT_LENGTH.values()))
@@ -310,13 +308,16 @@ def simulate_phone(
     if not run.done:
         raise RuntimeError(f"{settings.mode}: the phone run stalled at {run.committed} tokens")
     summary = metrics.result(
-        makespan=run.end_time, tokens=run.committed, static_w={}, devices=run.devices
+        makespan=run.end_time,
+        tokens=run.committed,
+        static_w={},
+        devices=run.devices,
     )
     end = run.end_time
     summary = {
         "mode": settings.mode,
         "pair": pair.name,
-        "policy": "none" if find_phone_mode(settings.mode).draft_device is None else policy.name,
+        "policy": "none" if prepared.mode.draft_device is None else policy.name,
         "seed": settings.seed,
         "trace": f"synthetic:{pair.preset}" if traces is None else "given",
         **summary,
@@ -346,7 +347,12 @@ def simulate_phone(
         **hardware.details,
     }
     return PhoneResult(
-        summary, metrics, run.samples, run.throttle_log, run.power_intervals, run.round_log
+        summary,
+        metrics,
+        run.samples,
+        run.throttle_log,
+        run.power_intervals,
+        run.round_log,
     )
 
 

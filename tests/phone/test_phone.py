@@ -23,6 +23,7 @@ from ahasd.sim.phone import (
     build_phone_hardware,
     find_platform,
     load_platform,
+    prepare_phone_run,
     simulate_phone,
 )
 from ahasd.sim.thermal import ThermalModel, ThermalParams
@@ -303,7 +304,7 @@ def test_cli_bad_input_exits_2(capsys, args, message):
 def test_each_phone_mode_drafts_where_its_row_says(mode):
     platform = find_platform("sd8gen3")
     settings = PhoneSettings(platform="sd8gen3", mode=mode.name)
-    hardware = build_phone_hardware(settings, platform, load_library())
+    hardware = build_phone_hardware(prepare_phone_run(settings))
     assert hardware.draft_device == mode.draft_device
     assert hardware.verify_device == "gpu"
     has_draft = [passes is not None for passes in hardware.draft_passes]
@@ -331,7 +332,8 @@ def test_the_draft_streams_what_the_npu_sram_cannot_hold_by_default():
     sram = library.device(platform.npu).sram_bytes
     settings = PhoneSettings(platform="sd8gen3", mode="npu-gpu-hetero")
     assert settings.draft_weights == "spill"
-    spilled = build_phone_hardware(settings, platform, library)
+    spilled = build_phone_hardware(prepare_phone_run(settings))
     assert spilled.details["draft_sram_fraction"] == pytest.approx(sram / footprint)
     resident = PhoneSettings(platform="sd8gen3", mode="npu-gpu-hetero", draft_weights="sram")
-    assert build_phone_hardware(resident, platform, library).details["draft_sram_fraction"] == 1.0
+    sram_only = build_phone_hardware(prepare_phone_run(resident))
+    assert sram_only.details["draft_sram_fraction"] == 1.0

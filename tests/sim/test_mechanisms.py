@@ -23,7 +23,14 @@ from ahasd.sim.controller import GoldenController
 from ahasd.sim.cosim import RecordingController
 from ahasd.sim.cost import Cost
 from ahasd.sim.library.loading import load_library
-from ahasd.sim.modes import Hardware, build_hardware, check_tvc_widths, simulate, tvc_presets
+from ahasd.sim.modes import (
+    Hardware,
+    build_hardware,
+    check_tvc_widths,
+    prepare_run,
+    simulate,
+    tvc_presets,
+)
 from ahasd.sim.modes.contention import Interference, finish_time
 from ahasd.sim.modes.tvc_widths import TVCWidthGuard
 from ahasd.sim.settings import RunSettings
@@ -305,7 +312,7 @@ def test_the_bounds_follow_the_cost_model():
     settings = RunSettings(mode="ahasd", pair="opt-1.3b-6.7b", policy="svip", tokens=1024,
                            tvc_ratio_bits=40, tvc_cycle_bits=40,
                            platform="table2-whole-memory")  # fmt: skip
-    hardware = build_hardware(settings, load_library())
+    hardware = build_hardware(prepare_run(settings, load_library()))
     presets = tvc_presets(hardware, 128)
     bounds = check_tvc_widths(settings, hardware, presets)
     clock = 800e6
@@ -421,11 +428,10 @@ def test_the_cpus_interrupt_service_delays_the_preverification_it_passes_on():
 
 def test_the_host_cpus_service_time_is_its_firmware_cycles_at_its_clock():
     from ahasd.sim.library.loading import load_library
-    from ahasd.sim.modes.hardware import build_hardware
 
     library = load_library()
     cpu = library.device("host-cpu", "cpu")
-    hardware = build_hardware(RunSettings(mode="ahasd", pair="opt-1.3b-6.7b"), library)
+    hardware = build_hardware(prepare_run(RunSettings(mode="ahasd", pair="opt-1.3b-6.7b"), library))
     assert cpu.event_service_cycles == 155  # make firmware's measurement (docs/integration.md)
     assert hardware.cpu_event_s == pytest.approx(155 / cpu.clock_hz)
 

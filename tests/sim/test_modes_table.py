@@ -14,7 +14,15 @@ from ahasd.errors import UserError
 from ahasd.sim.engine import EventLoop
 from ahasd.sim.library.loading import load_library
 from ahasd.sim.metrics import Metrics
-from ahasd.sim.modes import LADDER, MODE_TABLE, Mode, SyncRun, build_hardware, find_mode
+from ahasd.sim.modes import (
+    LADDER,
+    MODE_TABLE,
+    Mode,
+    SyncRun,
+    build_hardware,
+    find_mode,
+    prepare_run,
+)
 from ahasd.sim.policies import make_policy
 from ahasd.sim.settings import RunSettings
 from ahasd.sim.traces.synthetic import iid_trace
@@ -47,7 +55,7 @@ def test_the_old_specpim_name_says_what_it_became():
 @pytest.mark.parametrize("mode", MODE_TABLE, ids=lambda mode: mode.name)
 def test_every_mode_builds_the_hardware_its_row_names(mode):
     settings = RunSettings(mode=mode.name, pair="opt-1.3b-6.7b", policy="fixed")
-    hardware = build_hardware(settings, load_library())
+    hardware = build_hardware(prepare_run(settings, load_library()))
     assert hardware.devices == mode.devices
     assert (hardware.draft_device, hardware.verify_device) == (
         mode.draft_device,
@@ -155,7 +163,7 @@ class _ThreeRounds(SyncRun):
 
 def test_the_sync_engine_hooks_are_a_seam_for_subclasses():
     settings = RunSettings(mode="npu-only", pair="opt-1.3b-6.7b", policy="fixed", tokens=64)
-    hardware = build_hardware(settings, load_library())
+    hardware = build_hardware(prepare_run(settings, load_library()))
     trace = iid_trace(64, 0.9, 0)  # the run's accept flags below override its draws
     policy = make_policy("fixed", k=4)
     loop, metrics = EventLoop(), Metrics()

@@ -10,7 +10,7 @@ import pytest
 from ahasd.cli import main
 from ahasd.errors import UserError
 from ahasd.sim.library.loading import BUILTIN_SPEC_DIR, load_library
-from ahasd.sim.modes import build_hardware, simulate
+from ahasd.sim.modes import build_hardware, prepare_run, simulate
 from ahasd.sim.phone.platform import known_platforms
 from ahasd.sim.settings import RunSettings, controller_params, field_default, resolve
 
@@ -79,7 +79,7 @@ def test_the_artifact_numbers_follow_from_its_configuration():
 
 
 def test_the_artifact_runs_its_npu_and_pim_at_fp16():
-    hardware = build_hardware(_settings("ahasd", platform="artifact"), LIB)
+    hardware = build_hardware(prepare_run(_settings("ahasd", platform="artifact"), LIB))
     target = LIB.model("opt-6.7b")
     cost = hardware.verify_pass(1, 128)
     kv = 2 * target.layers * target.kv_dim * 2 * (128 + 1)  # K and V, FP16, 129 positions
@@ -87,7 +87,7 @@ def test_the_artifact_runs_its_npu_and_pim_at_fp16():
     draft = LIB.model("opt-1.3b")
     assert hardware.draft_pass(1, 128).memory_bytes > 2 * draft.params
     # The table2 platform keeps the models' INT8.
-    int8 = build_hardware(_settings("ahasd"), LIB).verify_pass(1, 128)
+    int8 = build_hardware(prepare_run(_settings("ahasd"), LIB)).verify_pass(1, 128)
     assert int8.memory_bytes < 1.1 * target.params
 
 
@@ -107,7 +107,7 @@ def test_offload_streams_what_does_not_fit_over_pcie_and_nothing_when_it_fits():
     enforced = simulate(_settings("gpu-only", gpu="rtx4090-laptop")).summary
     assert enforced["tokens_per_s"] == upper["tokens_per_s"]  # OPT-1.3B + 6.7B fit 16 GiB
     settings = _settings("gpu-only", pair="palm-8b-30b", gpu="rtx4090-laptop")
-    hardware = build_hardware(settings, LIB)
+    hardware = build_hardware(prepare_run(settings, LIB))
     gpu = LIB.device("rtx4090-laptop")
     draft, target = LIB.model("palm-like-8b"), LIB.model("palm-like-30b")
     # INT8: 1 B per weight; the KV cache of both models at the run's length stays on the GPU
@@ -130,7 +130,7 @@ def test_a_pair_that_does_not_fit_the_gpu_is_refused_with_the_shortfall_without_
     need += positions * (draft.kv_bytes_per_token() + target.kv_bytes_per_token())
     short = (need - 16 * 2**30) / 1e9
     with pytest.raises(UserError, match=rf"by {short:.1f} GB .SpecPIM's split needs them"):
-        build_hardware(settings, LIB)
+        build_hardware(prepare_run(settings, LIB))
     # The upper bound ignores the capacity: the same pair runs.
     assert simulate(_settings("specpim-gpu", pair="llama2-7b-13b",
                               gpu="rtx4090-laptop-upper-bound")).summary["tokens"] > 0  # fmt: skip

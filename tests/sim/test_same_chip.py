@@ -10,7 +10,7 @@ from ahasd.errors import UserError
 from ahasd.sim.cost import Executor, NonlinearPath
 from ahasd.sim.library.loading import load_library
 from ahasd.sim.library.specs import ModelSpec
-from ahasd.sim.modes import build_hardware, simulate
+from ahasd.sim.modes import build_hardware, prepare_run, simulate
 from ahasd.sim.modes.oplevel import OperatorSplitPassModel, balanced_fractions, round_shares
 from ahasd.sim.modes.ranks import split_ranks
 from ahasd.sim.settings import RunSettings
@@ -64,9 +64,9 @@ def test_a_pair_that_does_not_fit_the_ranks_is_refused_with_its_figures():
 def test_every_reading_is_a_run_setting_and_changes_the_draft_throughput():
     rates = {}
     for reading in ("target-first", "footprint", "fixed"):
-        hardware = build_hardware(
+        hardware = build_hardware(prepare_run(
             RunSettings(mode="pim-async-aau", pair="opt-1.3b-6.7b", policy="fixed",
-                        rank_split=reading), LIB)  # fmt: skip
+                        rank_split=reading), LIB))  # fmt: skip
         rates[reading] = hardware.draft_pass(1, 128).seconds
     # Draft steps are compute-bound on the PIM: time inversely proportional to the ranks.
     assert rates["fixed"] / rates["target-first"] == pytest.approx(14 / 8, rel=0.02)
@@ -130,7 +130,7 @@ def test_the_split_balances_at_the_planned_draft_length_and_not_elsewhere():
     # longer ones the NPU.
     settings = RunSettings(mode="specpim-npu", pair="llama2-1.3b-7b", policy="adaedl",
                            specpim_planned_draft=4)  # fmt: skip
-    hardware = build_hardware(settings, LIB)
+    hardware = build_hardware(prepare_run(settings, LIB))
     _, pim, npu = round_shares(hardware, 4, 128)
     assert pim == pytest.approx(npu, abs=0.01)
     _, pim, npu = round_shares(hardware, 1, 128)
