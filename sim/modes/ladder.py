@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from ahasd.sim.controller import Controller, Task
 from ahasd.sim.modes.contention import CAUSES, Interference, finish_time, overlap
 from ahasd.sim.modes.state import RunState
-from ahasd.sim.policies import Step
+from ahasd.sim.policies.base import Step
 
 __all__ = ["AsyncRun", "Batch", "NpuPass"]
 

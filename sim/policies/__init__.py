@@ -31,7 +31,7 @@ import inspect
 
 from ahasd.errors import UserError
 from ahasd.sim.policies.bandit import BanditSpec
-from ahasd.sim.policies.base import DraftToken, Policy, Step, finite_number
+from ahasd.sim.policies.base import Policy, finite_number
 from ahasd.sim.policies.baselines import Fixed, Threshold
 from ahasd.sim.policies.entropy import SVIP, AdaEDL
 from ahasd.sim.policies.fallback import Fallback
@@ -43,12 +43,10 @@ __all__ = [
     "SVIP",
     "AdaEDL",
     "BanditSpec",
-    "DraftToken",
     "Fallback",
     "Fixed",
     "Policy",
     "SpecDecPP",
-    "Step",
     "Threshold",
     "make_policy",
 ]
