@@ -20,6 +20,14 @@ from __future__ import annotations
 import itertools
 import math
 
+from ahasd.sim.aggregate import (
+    RUN_MEAN_COLUMNS,
+    match_index,
+    matched,
+    mean,
+    ratio_geomean,
+    run_means,
+)
 from ahasd.sim.modes.table import (
     ABLATION_BASE,
     LADDER,
@@ -42,12 +50,7 @@ def _ratio_key(base: str) -> str:
 
 LADDER_COLUMNS = [
     ("mode", "mode", ""),
-    ("runs", "runs", "d"),
-    ("tokens_per_s", "tokens/s", ".3f"),
-    ("energy_per_token_mj", "mJ/token", ".1f"),
-    ("acceptance_rate", "acc/verified", ".3f"),
-    ("accepted_per_drafted", "acc/drafted", ".3f"),
-    ("drafted_per_token", "drafted/token", ".2f"),
+    *RUN_MEAN_COLUMNS,
     *((_ratio_key(base), f"x {base}", ".3f") for base in SAME_CHIP_BASES),
     (_ratio_key(ABLATION_BASE), f"x {ABLATION_BASE}", ".3f"),
 ]
@@ -63,62 +66,23 @@ OTHER_CLASS_COLUMNS = [
 ]
 
 
-def _match(mode: str, row: dict) -> tuple:
-    return (
-        mode,
-        row["pair"],
-        row["policy"],
-        row.get("seed", 0),
-        row.get("trace"),
-        row.get("scenario", ""),
-    )
-
-
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else math.nan
-
-
-def _geomean(values) -> float:
-    values = [v for v in values if v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
-
-
-def _accepted_per_drafted(row: dict) -> float:
-    if "accepted_per_drafted" in row:
-        return row["accepted_per_drafted"]
-    return row["accepted"] / row["drafted"] if row.get("drafted") else 0.0
-
-
 def ladder_rows(results: list[dict]) -> list[dict]:
     """Per scenario and same-chip mode: means, both acceptance figures and geometric-mean
     speedups against each same-chip base and the ladder's first rung (columns
     :data:`LADDER_COLUMNS`; mechanism counters kept for :func:`reading`)."""
-    by_key = {_match(r["mode"], r): r for r in results}
+    index = match_index(results)
     scenarios = list(dict.fromkeys(r.get("scenario", "") for r in results))
     rows = []
     for scenario, mode in itertools.product(scenarios, SAME_CHIP_MODES):
         runs = [r for r in results if r["mode"] == mode and r.get("scenario", "") == scenario]
         if not runs:
             continue
-        row = {
-            "scenario": scenario,
-            "mode": mode,
-            "runs": len(runs),
-            "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),
-            "energy_per_token_mj": _mean(r["energy_per_token_mj"] for r in runs),
-            "acceptance_rate": _mean(r["acceptance_rate"] for r in runs),
-            "accepted_per_drafted": _mean(_accepted_per_drafted(r) for r in runs),
-            "drafted_per_token": _mean(r["drafted"] / r["tokens"] for r in runs),
-        }
+        row = {"scenario": scenario, "mode": mode, **run_means(runs)}
         for base in (*SAME_CHIP_BASES, ABLATION_BASE):
-            pairs = [(r, by_key.get(_match(base, r))) for r in runs]
-            row[_ratio_key(base)] = _geomean(
-                r["tokens_per_s"] / b["tokens_per_s"] for r, b in pairs if b
-            )
+            row[_ratio_key(base)] = ratio_geomean(matched(runs, index, base), "tokens_per_s")
         for counter in ("preverify_passes", "preverify_all_accepted", "edc_suppressions"):
-            row[counter] = _mean(r.get(counter, 0) for r in runs)
-        row["npu_busy_share"] = _mean(
+            row[counter] = mean(r.get(counter, 0) for r in runs)
+        row["npu_busy_share"] = mean(
             r.get("busy_s", {}).get("npu", 0.0) / r["seconds"] for r in runs if r.get("seconds")
         )
         rows.append(row)
@@ -140,12 +104,11 @@ def other_class_rows(results: list[dict]) -> list[dict]:
         first = runs[0].get("scenario", "")
         runs = [r for r in runs if r.get("scenario", "") == first]
         base = {(r["policy"], r.get("seed", 0), r.get("trace")): r for r in runs}
-        speed, energy = [], []
-        for r in ahasd:
-            b = base.get((r["policy"], r.get("seed", 0), r.get("trace")))
-            if r["pair"] == pair and b:
-                speed.append(r["tokens_per_s"] / b["tokens_per_s"])
-                energy.append(b["energy_per_token_mj"] / r["energy_per_token_mj"])
+        pairs = [
+            (r, base.get((r["policy"], r.get("seed", 0), r.get("trace"))))
+            for r in ahasd
+            if r["pair"] == pair
+        ]
         offloaded = any("gpu_resident_target" in r for r in runs)
         rows.append(
             {
@@ -153,10 +116,12 @@ def other_class_rows(results: list[dict]) -> list[dict]:
                 "mode": mode,
                 "gpu_precision": runs[0].get("gpu_precision", "?"),
                 "offloaded": "over PCIe" if offloaded else "fits",
-                "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),
-                "energy_per_token_mj": _mean(r["energy_per_token_mj"] for r in runs),
-                "ahasd_speedup": _geomean(speed),
-                "ahasd_energy_efficiency": _geomean(energy),
+                "tokens_per_s": mean(r["tokens_per_s"] for r in runs),
+                "energy_per_token_mj": mean(r["energy_per_token_mj"] for r in runs),
+                "ahasd_speedup": ratio_geomean(pairs, "tokens_per_s"),
+                "ahasd_energy_efficiency": ratio_geomean(
+                    pairs, "energy_per_token_mj", inverted=True
+                ),
             }
         )
     return rows

@@ -45,6 +45,7 @@ __all__ = [
     "VECTOR_OPS_PER_ELEMENT",
     "Cost",
     "Executor",
+    "MemoisedPassModel",
     "NonlinearPath",
     "OffloadPassModel",
     "PassModel",
@@ -174,25 +175,21 @@ def executor_for(
                         f"device {host.name!r}: field 'pim_request_latency_s' is needed to "
                         f"serve the nonlinear operators of a PIM without AAU"
                     )
-                path = NonlinearPath(
-                    "npu",
-                    elements_per_s=host.vector_ops_per_s
-                    * host.eta_compute
-                    / VECTOR_OPS_PER_ELEMENT,
-                    pj_per_element=host_power.pj_per_vector_op * VECTOR_OPS_PER_ELEMENT,
-                    link_bytes_per_s=link,
-                    pj_per_link_byte=power.pj_per_byte_link,
-                    latency_s=host.pim_request_latency_s,
-                )
+                kind, latency = "npu", host.pim_request_latency_s
+                elements_per_s = host.vector_ops_per_s * host.eta_compute / VECTOR_OPS_PER_ELEMENT
+                pj_per_element = host_power.pj_per_vector_op * VECTOR_OPS_PER_ELEMENT
             else:
-                path = NonlinearPath(
-                    "host",
-                    elements_per_s=host.nonlinear_elements_per_s,
-                    pj_per_element=host_power.pj_per_cpu_element,
-                    link_bytes_per_s=link,
-                    pj_per_link_byte=power.pj_per_byte_link,
-                    latency_s=host.transfer_latency_s,
-                )
+                kind, latency = "host", host.transfer_latency_s
+                elements_per_s = host.nonlinear_elements_per_s
+                pj_per_element = host_power.pj_per_cpu_element
+            path = NonlinearPath(
+                kind,
+                elements_per_s=elements_per_s,
+                pj_per_element=pj_per_element,
+                link_bytes_per_s=link,
+                pj_per_link_byte=power.pj_per_byte_link,
+                latency_s=latency,
+            )
     else:
         path = NonlinearPath(
             "vector",
@@ -266,22 +263,14 @@ def aau_cycles(model: ModelSpec, tokens: int, context: int) -> float:
     return tokens * (model.layers * per_layer + final)
 
 
-class PassModel:
-    """Cost of forward passes of one model on one executor, memoised by (tokens, context).
+class MemoisedPassModel:
+    """The cost of a forward pass, memoised by ``(tokens, context)``: a run asks for the same
+    pass shape thousands of times. Calling it returns the memoised :meth:`compute`, which a
+    subclass implements (the roofline :class:`PassModel`; the operator-split pass of
+    :mod:`ahasd.sim.modes.oplevel`)."""
 
-    Calling it returns the memoised :meth:`compute`; a subclass with another cost model
-    (e.g. the phone's tiered memories) overrides :meth:`compute`.
-    """
-
-    def __init__(self, executor: Executor, model: ModelSpec) -> None:
-        self.executor = executor
-        self.model = model
+    def __init__(self) -> None:
         self._cache: dict[tuple[int, int], Cost] = {}
-
-    def matrix_seconds(self, tokens: int, context: int) -> float:
-        matrix, _, _ = operators(self.model, tokens, context)
-        ex = self.executor
-        return sum(n * max(m / ex.macs_per_s, b / ex.bytes_per_s) for _, n, m, b in matrix)
 
     def __call__(self, tokens: int, context: int) -> Cost:
         key = (tokens, context)
@@ -293,6 +282,28 @@ class PassModel:
     def compute(self, tokens: int, context: int) -> Cost:
         """The cost of one pass of ``tokens`` new tokens over ``context`` cached ones (not
         memoised: call the object instead)."""
+        raise NotImplementedError
+
+
+class PassModel(MemoisedPassModel):
+    """Roofline cost of forward passes of one model on one executor (memoised).
+
+    A subclass with another cost model (e.g. the phone's tiered memories) overrides
+    :meth:`compute`.
+    """
+
+    def __init__(self, executor: Executor, model: ModelSpec) -> None:
+        super().__init__()
+        self.executor = executor
+        self.model = model
+
+    def matrix_seconds(self, tokens: int, context: int) -> float:
+        matrix, _, _ = operators(self.model, tokens, context)
+        ex = self.executor
+        return sum(n * max(m / ex.macs_per_s, b / ex.bytes_per_s) for _, n, m, b in matrix)
+
+    def compute(self, tokens: int, context: int) -> Cost:
+        """The roofline cost of one pass (not memoised: call the object instead)."""
         ex = self.executor
         matrix, elements, invocations = operators(self.model, tokens, context)
         seconds = 0.0
@@ -381,12 +392,8 @@ class OffloadPassModel(PassModel):
     def compute(self, tokens: int, context: int) -> Cost:
         base = super().compute(tokens, context)
         matrix, _, _ = operators(self.model, tokens, context)
-        roofline = offloaded = 0.0
-        for name, count, op_macs, op_bytes in matrix:
-            ex = self.executor
-            roofline += count * max(op_macs / ex.macs_per_s, op_bytes / ex.bytes_per_s)
-            offloaded += count * self._split(name, op_bytes)[1]
-        extra = self.matrix_seconds(tokens, context) - roofline
+        offloaded = sum(count * self._split(name, b)[1] for name, count, _, b in matrix)
+        extra = self.matrix_seconds(tokens, context) - super().matrix_seconds(tokens, context)
         # Offloaded bytes are read from host memory instead of the GPU's: the link's
         # energy figure (host DRAM plus the link) replaces the GPU memory's.
         energy = offloaded * (self.pj_per_link_byte - self.executor.pj_per_byte) * 1e-12

@@ -1,6 +1,7 @@
 """Tables, files and figures from run summaries.
 
-- terminal tables (:func:`format_table`); CSV and JSON text (:func:`csv_text`,
+- terminal and markdown tables (:func:`format_table`, :func:`markdown_table`, with
+  :func:`gain_text` for a gain in prose); CSV and JSON text (:func:`csv_text`,
   :func:`json_text`) for the command line's output sets, and :func:`write_json` /
   :func:`write_csv` for a single file (both through :mod:`ahasd.output`: whole or absent, an
   unchanged file keeps its mtime);
@@ -28,6 +29,16 @@ from collections import defaultdict
 from pathlib import Path
 
 from ahasd.output import write_file
+from ahasd.sim.aggregate import (
+    RUN_MEAN_COLUMNS,
+    geomean,
+    match_index,
+    matched,
+    mean,
+    ratio_geomean,
+    ratios,
+    run_means,
+)
 from ahasd.sim.modes.table import ABLATION_BASE, COMPARISON_BASE, LADDER, MODE_TABLE, find_mode
 
 __all__ = [
@@ -42,7 +53,9 @@ __all__ = [
     "csv_text",
     "finish_figure",
     "format_table",
+    "gain_text",
     "json_text",
+    "markdown_table",
     "mode_label",
     "png_bytes",
     "pyplot",
@@ -90,12 +103,7 @@ _BASE_EFFICIENCY = f"energy_efficiency_{_against(COMPARISON_BASE)}"
 # (key, header, format spec) of the rows of ablation_rows and comparison_rows.
 ABLATION_COLUMNS = [
     ("mode", "mode", ""),
-    ("runs", "runs", "d"),
-    ("tokens_per_s", "tokens/s", ".3f"),
-    ("energy_per_token_mj", "mJ/token", ".1f"),
-    ("acceptance_rate", "acc/verified", ".3f"),
-    ("accepted_per_drafted", "acc/drafted", ".3f"),
-    ("drafted_per_token", "drafted/token", ".2f"),
+    *RUN_MEAN_COLUMNS,
     (_SPEEDUP, f"x {ABLATION_BASE}", ".3f"),
     (_ENERGY, f"energy x {ABLATION_BASE}", ".3f"),
 ]
@@ -174,19 +182,6 @@ def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
-def _key(mode: str, row: dict) -> tuple:
-    """Runs that differ only in mode are compared with each other (within one scenario:
-    platform, devices, overrides, ...)."""
-    return (
-        mode,
-        row["pair"],
-        row["policy"],
-        row.get("seed", 0),
-        row.get("trace"),
-        row.get("scenario", ""),
-    )
-
-
 def _scenarios(results: list[dict]) -> list[str]:
     return list(dict.fromkeys(r.get("scenario", "") for r in results))
 
@@ -198,46 +193,27 @@ def table_columns(rows: list[dict], columns: list[tuple[str, str, str]]) -> list
     return columns
 
 
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else math.nan
-
-
-def _geomean(values) -> float:
-    values = [v for v in values if v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
-
-
 def ablation_rows(results: list[dict], modes) -> list[dict]:
     """Per mode: mean tokens/s, mean mJ/token, acceptance, and the geometric-mean speedup
     and energy ratio against the ladder's first rung (``pim-async``) over matching (pair,
     policy, seed, trace) runs; columns :data:`ABLATION_COLUMNS`."""
-    by_key = {_key(r["mode"], r): r for r in results}
+    index = match_index(results)
     rows = []
     for scenario, mode in itertools.product(_scenarios(results), modes):
         runs = [r for r in results if r["mode"] == mode and r.get("scenario", "") == scenario]
         if not runs:
             continue
-        speedups, energy = [], []
-        for r in runs:
-            base = by_key.get(_key(ABLATION_BASE, r))
-            if base:
-                speedups.append(r["tokens_per_s"] / base["tokens_per_s"])
-                energy.append(r["energy_per_token_mj"] / base["energy_per_token_mj"])
+        pairs = matched(runs, index, ABLATION_BASE)
+        means = run_means(runs)
+        drafted = means.pop("drafted_per_token")  # last: the CSV's column order
         rows.append(
             {
                 "scenario": scenario,
                 "mode": mode,
-                "runs": len(runs),
-                "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),
-                "energy_per_token_mj": _mean(r["energy_per_token_mj"] for r in runs),
-                "acceptance_rate": _mean(r["acceptance_rate"] for r in runs),
-                "accepted_per_drafted": _mean(
-                    r["accepted"] / r["drafted"] if r.get("drafted") else 0.0 for r in runs
-                ),
-                _SPEEDUP: _geomean(speedups),
-                _ENERGY: _geomean(energy),
-                "drafted_per_token": _mean(r["drafted"] / r["tokens"] for r in runs),
+                **means,
+                _SPEEDUP: ratio_geomean(pairs, "tokens_per_s"),
+                _ENERGY: ratio_geomean(pairs, "energy_per_token_mj"),
+                "drafted_per_token": drafted,
             }
         )
     return rows
@@ -247,7 +223,7 @@ def comparison_rows(results: list[dict], modes) -> list[dict]:
     """Per pair and mode: mean tokens/s and mJ/token over policies and seeds, and the
     geometric-mean speedup and energy efficiency against ``gpu-only``; columns
     :data:`COMPARISON_COLUMNS`."""
-    by_key = {_key(r["mode"], r): r for r in results}
+    index = match_index(results)
     groups = defaultdict(list)
     for r in results:
         groups[(r.get("scenario", ""), r["pair"], r["mode"])].append(r)
@@ -258,24 +234,39 @@ def comparison_rows(results: list[dict], modes) -> list[dict]:
             runs = groups.get((scenario, pair, mode))
             if not runs:
                 continue
-            speedups, efficiency = [], []
-            for r in runs:
-                base = by_key.get(_key(COMPARISON_BASE, r))
-                if base:
-                    speedups.append(r["tokens_per_s"] / base["tokens_per_s"])
-                    efficiency.append(base["energy_per_token_mj"] / r["energy_per_token_mj"])
+            pairs = matched(runs, index, COMPARISON_BASE)
             rows.append(
                 {
                     "scenario": scenario,
                     "pair": pair,
                     "mode": mode,
-                    "tokens_per_s": _mean(r["tokens_per_s"] for r in runs),
-                    "energy_per_token_mj": _mean(r["energy_per_token_mj"] for r in runs),
-                    _BASE_SPEEDUP: _geomean(speedups),
-                    _BASE_EFFICIENCY: _geomean(efficiency),
+                    "tokens_per_s": mean(r["tokens_per_s"] for r in runs),
+                    "energy_per_token_mj": mean(r["energy_per_token_mj"] for r in runs),
+                    _BASE_SPEEDUP: ratio_geomean(pairs, "tokens_per_s"),
+                    _BASE_EFFICIENCY: ratio_geomean(pairs, "energy_per_token_mj", inverted=True),
                 }
             )
     return rows
+
+
+def gain_text(value: float) -> str:
+    """A gain as ``x1.23`` (``n/a`` if it is not finite)."""
+    return "n/a" if not math.isfinite(value) else f"x{value:.3g}"
+
+
+def markdown_table(rows: list[dict], columns: list[str], formats: dict | None = None) -> str:
+    """A markdown table of ``rows``: ``columns`` in order, floats as ``formats[column]``
+    (default ``.3g``), a missing cell empty."""
+    formats = formats or {}
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = []
+        for column in columns:
+            value = row.get(column, "")
+            spec = formats.get(column, ".3g")
+            cells.append(format(value, spec) if isinstance(value, float) else str(value))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def pyplot():
@@ -357,7 +348,7 @@ def ablation_figure(results: list[dict], modes):
     plt = pyplot()
     ladder = [m for m in modes if m in LADDER]
     pairs = list(dict.fromkeys(r["pair"] for r in results))
-    by_key = {_key(r["mode"], r): r for r in results}
+    index = match_index(results)
     fig, axes = plt.subplots(1, 2, figsize=(11, 5))
     width, offsets = _bar_offsets(len(ladder))
     ticks = []  # the single-run markers, for the legend
@@ -369,15 +360,10 @@ def ablation_figure(results: list[dict], modes):
         for mode, offset in zip(ladder, offsets, strict=True):
             heights, points = [], []
             for i, pair in enumerate(pairs):
-                ratios = [
-                    r[metric] / base[metric]
-                    for r in results
-                    if r["mode"] == mode and r["pair"] == pair
-                    for base in [by_key.get(_key(ABLATION_BASE, r))]
-                    if base
-                ]
-                heights.append(_geomean(ratios))
-                points += [(i + offset, v) for v in ratios]
+                runs = [r for r in results if r["mode"] == mode and r["pair"] == pair]
+                values = ratios(matched(runs, index, ABLATION_BASE), metric)
+                heights.append(geomean(values))
+                points += [(i + offset, v) for v in values]
             xs = [i + offset for i in range(len(pairs))]
             ax.bar(xs, heights, width, label=mode, color=MODE_COLOURS[mode])
             if points:

@@ -6,7 +6,7 @@
   runs the phone-SoC scenario instead (:mod:`ahasd.sim.phone`): one phone mode or all of
   them, a table or JSON, and with ``--out`` the summary, the thermal samples and a figure.
 - ``sweep`` runs a grid (``--grid paper``: :data:`ahasd.sim.grid.PAPER_GRID` at 1024 tokens;
-  ``--grid FILE``: the product of a grid file's axes, :mod:`ahasd.sim.sweep`) over seeds,
+  ``--grid FILE``: the product of a grid file's axes, :mod:`ahasd.sim.grid_files`) over seeds,
   traces and platforms, on ``--jobs`` processes or Ray tasks (``--backend ray``), with
   progress on stderr. Every finished run is appended to ``DIR/results.jsonl`` as one JSON
   line and fsynced, so an interrupted sweep resumes where it stopped (runs whose
@@ -48,6 +48,7 @@ from ahasd.output import OutputSet, check_folder
 from ahasd.params import TVCParams
 from ahasd.sim import comparison, policies, report
 from ahasd.sim.grid import GRIDS, PAPER_GRID
+from ahasd.sim.grid_files import check_one_setter_per_field, expand, load_grid
 from ahasd.sim.library.loading import load_library
 from ahasd.sim.library.platforms import (
     DEFAULT_PLATFORM,
@@ -68,6 +69,7 @@ from ahasd.sim.phone.figures import phone_figure
 from ahasd.sim.phone.platform import known_platforms
 from ahasd.sim.phone.settings import SKIN_LIMIT_RANGE
 from ahasd.sim.policies import POLICY_NAMES, make_policy
+from ahasd.sim.results import RESULTS_FILE, ROW_SCHEMA, finished_rows, read_results
 from ahasd.sim.settings import (
     NONLINEAR_WITHOUT_AAU,
     RunSettings,
@@ -75,17 +77,7 @@ from ahasd.sim.settings import (
     field_default,
     resolve,
 )
-from ahasd.sim.sweep import (
-    BACKENDS,
-    RESULTS_FILE,
-    ROW_SCHEMA,
-    check_one_setter_per_field,
-    expand,
-    finished_rows,
-    load_grid,
-    read_results,
-    run_sweep,
-)
+from ahasd.sim.sweep import BACKENDS, run_sweep
 from ahasd.sim.traces.sources import resolve_trace
 
 __all__ = [
@@ -987,7 +979,7 @@ def _report(args) -> int:
     if not rows:
         raise UserError(f"{path} holds no finished runs")
     # A request rerun after a spec or trace change appends a new row: the last one counts.
-    # Every row was checked as it was read (sim.sweep.read_results), naming its line.
+    # Every row was checked as it was read (sim.results.read_results), naming its line.
     rows = list({row.get("key", number): row for number, row in enumerate(rows)}.values())
     # In a fixed order, not the file's: a sweep on several workers appends rows as runs
     # finish, and sums of floats in another order differ in their last bits, so the tables

@@ -15,9 +15,11 @@ Where each concern lives (each module has a public interface and an ``__all__``)
 - :mod:`~ahasd.sim.modes.state`: the run state both engines share, the acceptance draws.
 - :mod:`~ahasd.sim.modes.sync`: the synchronous engine, ``SyncRun``; its hook methods are
   the seam other synchronous simulators subclass (:mod:`ahasd.sim.phone`).
-- :mod:`~ahasd.sim.modes.ladder`: the asynchronous ladder engine, ``AsyncRun``;
-  :mod:`~ahasd.sim.modes.contention`: what slows the NPU's verification down (PIM compute
-  on shared ranks, nonlinear requests of a PIM without AAU).
+- :mod:`~ahasd.sim.modes.ladder`: the asynchronous ladder engine, ``AsyncRun``, with its
+  queue entries in :mod:`~ahasd.sim.modes.batches` and TVC's pre-verification in
+  :mod:`~ahasd.sim.modes.preverify`; :mod:`~ahasd.sim.modes.contention`: what slows the
+  NPU's verification down (PIM compute on shared ranks, nonlinear requests of a PIM
+  without AAU).
 - :mod:`~ahasd.sim.modes.tvc_widths`: the widths the TVC needs on a run's hardware
   (refused before the run when they would saturate) and the in-run guard.
 - :mod:`~ahasd.sim.modes.run`: ``simulate`` (prepares, then ``simulate_prepared``), its

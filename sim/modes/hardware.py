@@ -380,7 +380,7 @@ def _assemble_pim_npu(mode: Mode, settings: RunSettings, library: SpecLibrary) -
 
 
 # Mode.assembly -> the device roles (RunSettings fields) whose numbers its costs depend on:
-# what a run's configuration hash covers (ahasd.sim.sweep). The GPU assemblies check the
+# what a run's configuration hash covers (ahasd.sim.run_identity). The GPU assemblies check the
 # CPU's name but use none of its numbers (SpecPIM's nonlinear operators run on the GPU).
 ASSEMBLY_ROLES = {
     "gpu": ("gpu",),

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ahasd.sim.cost import Cost, Executor, operators
+from ahasd.sim.cost import Cost, Executor, MemoisedPassModel, operators
 from ahasd.sim.library.specs import ModelSpec
 
 __all__ = ["OperatorSplitPassModel", "balanced_fractions", "operator_times", "round_shares"]
@@ -68,7 +68,7 @@ class _Sides:
     host_device: str
 
 
-class OperatorSplitPassModel:
+class OperatorSplitPassModel(MemoisedPassModel):
     """Cost of one pass of ``model`` with its operators split between a host processor (the
     NPU here; the GPU of the GPU-hosted SpecPIM) and the PIM by ``fractions`` (PIM share per
     operator), memoised by ``(tokens, context)``. Nonlinear operators run on the host;
@@ -83,17 +83,10 @@ class OperatorSplitPassModel:
         sync_latency_s: float,
         host_device: str = "npu",
     ) -> None:
+        super().__init__()
         self.sides = _Sides(host, pim, sync_latency_s, host_device)
         self.model = model
         self.fractions = fractions
-        self._cache: dict[tuple[int, int], Cost] = {}
-
-    def __call__(self, tokens: int, context: int) -> Cost:
-        key = (tokens, context)
-        cost = self._cache.get(key)
-        if cost is None:
-            cost = self._cache[key] = self.compute(tokens, context)
-        return cost
 
     def compute(self, tokens: int, context: int) -> Cost:
         """The cost of one split pass (not memoised: call the object instead)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ahasd.sim.policies import DraftToken
+from ahasd.sim.policies.base import DraftToken
 from ahasd.sim.traces.format import Trace
 
 __all__ = ["RunState", "draw_outcomes"]

@@ -9,7 +9,7 @@ simulators (the phone-SoC run of :mod:`ahasd.sim.phone` subclasses it): the hook
 from __future__ import annotations
 
 from ahasd.sim.modes.state import RunState
-from ahasd.sim.policies import Step
+from ahasd.sim.policies.base import Step
 
 __all__ = ["SyncRun"]
 

@@ -13,15 +13,14 @@ from ahasd.sim.policies import (
     SVIP,
     AdaEDL,
     BanditSpec,
-    DraftToken,
     Fallback,
     Fixed,
     Policy,
     SpecDecPP,
-    Step,
     Threshold,
     make_policy,
 )
+from ahasd.sim.policies.base import DraftToken, Step
 
 
 def tok(pos=0, entropy=0.5, top1=0.8, beta=0.9) -> DraftToken:

@@ -11,7 +11,8 @@ import pytest
 from ahasd.cli import main
 from ahasd.sim.library.loading import load_library
 from ahasd.sim.modes import simulate
-from ahasd.sim.reproduce import RUNGS, SETTING_READINGS, regime_figure, uncertain_numbers
+from ahasd.sim.reproduce.regime import regime_figure
+from ahasd.sim.reproduce.study import RUNGS, SETTING_READINGS, uncertain_numbers
 from ahasd.sim.settings import RunSettings
 
 SMALL = [

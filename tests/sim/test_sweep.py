@@ -14,9 +14,12 @@ import pytest
 import ahasd
 from ahasd.cli import main
 from ahasd.errors import UserError
+from ahasd.sim.grid_files import expand, load_grid
 from ahasd.sim.library.loading import BUILTIN_SPEC_DIR, load_library
+from ahasd.sim.results import ResultsDir
+from ahasd.sim.run_identity import run_identity
 from ahasd.sim.settings import RunSettings
-from ahasd.sim.sweep import ResultsDir, expand, load_grid, run_identity, run_sweep
+from ahasd.sim.sweep import run_sweep
 from ahasd.sim.traces.format import save_trace
 from ahasd.sim.traces.sources import builtin_trace_names
 from ahasd.sim.traces.synthetic import iid_trace
@@ -262,9 +265,9 @@ def test_a_run_the_model_refuses_is_kept_as_an_error_row_and_not_retried(tmp_pat
 
 def test_the_version_in_a_row_changes_with_the_model_source(monkeypatch):
     """A resumed sweep must not reuse rows of an edited model: the digest covers its code."""
-    from ahasd.sim import sweep
+    from ahasd.sim import run_identity as identity
 
-    before = sweep.model_version()
+    before = identity.model_version()
     original = Path.read_bytes
 
     def edited(path):
@@ -272,10 +275,10 @@ def test_the_version_in_a_row_changes_with_the_model_source(monkeypatch):
         return data + b"\n# edited" if path.name == "ladder.py" else data
 
     monkeypatch.setattr(Path, "read_bytes", edited)
-    sweep.model_version.cache_clear()
+    identity.model_version.cache_clear()
     try:
-        assert sweep.model_version() != before
+        assert identity.model_version() != before
     finally:
         monkeypatch.undo()
-        sweep.model_version.cache_clear()
-    assert sweep.model_version() == before
+        identity.model_version.cache_clear()
+    assert identity.model_version() == before
