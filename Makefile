@@ -66,10 +66,11 @@ lint: $(STAMP)
 
 # Debian's tools some tests use besides the venv: Icarus (the 4-state check of the delivered
 # Verilog, the firmware's SoC), the RISC-V GCC (the C driver compiled for rv32, the
-# firmware; freestanding, so no C library). Installed with
+# firmware; freestanding, so no C library), clang (the C driver compiled by a second
+# compiler, for the host and for rv32; about 6 s to install here). Installed with
 # apt-get when missing and apt-get is there (CI starts from a fresh machine, as root);
 # elsewhere the tests that need them skip and say why.
-SYSTEM_TOOLS := iverilog gcc-riscv64-unknown-elf
+SYSTEM_TOOLS := iverilog gcc-riscv64-unknown-elf clang
 tools:
 	@missing=""; for package in $(SYSTEM_TOOLS); do \
 		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "ok installed" \
