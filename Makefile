@@ -15,7 +15,7 @@ TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(subst $(comma),-,$(TE
 help:
 	@echo "make run    Verilog of every block, then the paper grid on every NPU+PIM platform: where AHASD pays"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
-	@echo "make firmware  the controller brought up by firmware on a RISC-V core in simulation"
+	@echo "make firmware  the controller run by firmware on a RISC-V core in simulation"
 	@echo "make area   area (sky130) and timing (ECP5 place and route, 28 nm estimate) into docs/hardware.md"
 	@echo "make reproduce  the paper's evaluation on every platform and GPU baseline, sensitivity,"
 	@echo "                regime map: build/reproduce/report.md (resumable)"
@@ -51,10 +51,11 @@ reproduce: $(STAMP)
 verilog: $(STAMP)
 	$(BIN)/ahasd verilog
 
-# The controller brought up by firmware on a RISC-V core (PicoRV32) in simulation (Icarus):
-# the firmware cross-compiled on the C driver, the SoC run, its console and result printed.
+# The controller run by firmware on a RISC-V core (PicoRV32) in simulation: the firmware
+# cross-compiled on the C driver (firmware/build.py), the SoC run under cocotb (Verilator,
+# and Icarus when installed) against a drafting trace; the measured cycles printed.
 firmware: $(STAMP) tools
-	$(BIN)/python firmware/build.py --out build/firmware
+	$(BIN)/pytest -p no:xdist -q -s -m "not long" tests/firmware
 
 area: $(STAMP)
 	$(BIN)/ahasd area --doc docs/hardware.md

@@ -36,7 +36,7 @@ spec.loader.exec_module(build)
 
 #: Trace positions of the run in ``make test`` and of the long run.
 SHORT_POSITIONS = 120
-LONG_POSITIONS = 3000
+LONG_POSITIONS = 1000
 
 
 def run_soc(*, positions: int, planted: bool = False, sim: str | None = None) -> Path:
