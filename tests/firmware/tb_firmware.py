@@ -7,8 +7,8 @@ One clock for the core and the controller's three domains.
 
 driver
     :class:`TraceTraffic`, the PIM and NPU sides of the protocol (spec section 1) from a
-    seeded synthetic drafting trace (``ahasd.sim.synth``), through the testbench library's
-    drivers of the top (:class:`ahasd.hw.tb.top.ControllerTopDriver`). The PIM drafts
+    seeded synthetic drafting trace (``ahasd.sim.traces.synthetic``), through the testbench
+    library's drivers of the top (:class:`ahasd.hw.tb.top.ControllerTopDriver`). The PIM drafts
     batches while the GTSU gives it the DLM ranks (3 cycles a token), reports each to the EDC
     (``DRAFT``, the entropy sum of the trace's positions) and queues it for the NPU; on
     *suppress* it asks the TVC (``ASK``) and hands the answer to the CPU through the
@@ -22,11 +22,12 @@ monitor
     transfer, the register access the bridge hands the register file, the interrupt), the
     AXI responses, the SoC's console and order words.
 model and checker
-    ``Scoreboard`` of ``tests/top/tb_top.py`` (the golden controller, in-order checkers of
-    every EDC decision, TVC answer and queue entry, the GTSU's outputs every cycle, every
-    register access of the firmware, the interrupt); besides, every AXI response against
-    the register file's, and the firmware's decisions: an order exactly for each TVC answer
-    of at least one token (its batch and token count), within ``ORDER_LIMIT`` cycles.
+    ``harness.top_scoreboard.Scoreboard``, the top integration test's (the golden controller,
+    in-order checkers of every EDC decision, TVC answer and queue entry, the GTSU's outputs
+    every cycle, every register access of the firmware, the interrupt); besides, every AXI
+    response against the register file's, and the firmware's decisions: an order exactly for
+    each TVC answer of at least one token (its batch and token count), within
+    ``ORDER_LIMIT`` cycles.
 
 Measured: the cycles from the rise of ``irq`` to the AW handshake of the write that answers
 it (the clear of ``IRQ_STATUS``), per cause; from the doorbell to the order's write.
@@ -45,7 +46,7 @@ from collections import deque
 import cocotb
 from cocotb.triggers import Timer
 from harness.tb import report, rng_from_env
-from top.tb_top import LEVELS, EdcEvent, Scoreboard, depends_on_edc, depends_on_tvc
+from harness.top_scoreboard import EdcEvent, Scoreboard, depends_on_edc, depends_on_tvc
 
 from ahasd.golden.edc import bucket
 from ahasd.golden.gtsu import TASK_CODES
@@ -55,7 +56,7 @@ from ahasd.hw.tb.pins import Pin, write_immediately
 from ahasd.hw.tb.top import ControllerTopDriver, ControllerTopMonitor
 from ahasd.hw.tvc import Op, Table
 from ahasd.params import TopParams
-from ahasd.sim.synth import PRESETS, generate
+from ahasd.sim.traces.synthetic import PRESETS, generate
 
 PERIOD_PS = 1250
 POSITIONS = int(os.environ.get("AHASD_TRACE_POSITIONS", "200"))
@@ -345,13 +346,8 @@ class TraceTraffic:
         self.check_bus()
         if self.console[0].read():
             self.console_log.append(divmod(self.console[1].read(), 1 << 24))
-        if self.edc_settled() and self.tvc_settled():
-            board.check_irq(sample.irq)
+        board.check_cycle(sample, self.edc_settled() and self.tvc_settled(), self.settled, d.queues)
         access = sample.access
-        if access is not None and not access[0]:
-            levels = {port: d.queues.level(port) for port in LEVELS.values()}
-            board.register_read(access[1] << 2, sample.access_answer, self.settled, levels)
-        board.check_gtsu(sample)
         head = self.edc.items[0][1] if self.edc.items else None
         if head is not None and head.kind == "draft" and sample.edc_event is None:
             self.golden.edc_draft_held()
