@@ -592,13 +592,15 @@ async def firmware_against_a_drafting_trace(dut):
     assert not too_few, f"traffic too thin: {c}"
     assert tb.console_codes(CONSOLE_RECONFIGURED) == [1, 4, 2], tb.console_log
     (bring_up,) = tb.console_codes(CONSOLE_BRING_UP)
+    (served,) = tb.console_codes(CONSOLE_SERVED)
     b = tb.board.counts
     report(
         dut,
-        f"{tb.cycle} cycles; firmware bring-up {bring_up} CPU cycles; {c['decisions']} EDC "
+        f"{tb.cycle} cycles; firmware bring-up {bring_up} CPU cycles, {served} controller "
+        f"interrupts served; {c['decisions']} EDC "
         f"decisions ({c['suppress']} suppress), {c['asks']} TVC answers to the CPU, "
         f"{c['orders']} orders, {c['rejections']} rejections, {b['reads_checked']} firmware "
-        f"reads checked ({b['reads_unchecked']} while EDC/TVC busy), {b['writes']} writes, "
+        f"reads checked ({b['reads_unchecked']} not compared: EDC/TVC busy), {b['writes']} writes, "
         f"{b['soft_resets']} soft resets, {b['irq_checked']} cycles of irq checked",
     )
     for kind, cycles in tb.latencies.items():
