@@ -15,7 +15,7 @@ TEST_STAMP := $(VENV)/.installed-test-$(subst $(eval) ,-,$(subst $(comma),-,$(TE
 help:
 	@echo "make run    Verilog of every block, then the paper grid on every NPU+PIM platform: where AHASD pays"
 	@echo "make test   lint the code and run every test tier (Amaranth sim, cocotb, formal)"
-	@echo "make firmware  the controller brought up by firmware on a RISC-V core in simulation"
+	@echo "make firmware  the controller run by firmware on a RISC-V core in simulation"
 	@echo "make area   area (sky130) and timing (ECP5 place and route, 28 nm estimate) into docs/hardware.md"
 	@echo "make reproduce  the paper's evaluation on every platform and GPU baseline, sensitivity,"
 	@echo "                regime map: build/reproduce/report.md (resumable)"
@@ -51,10 +51,11 @@ reproduce: $(STAMP)
 verilog: $(STAMP)
 	$(BIN)/ahasd verilog
 
-# The controller brought up by firmware on a RISC-V core (PicoRV32) in simulation (Icarus):
-# the firmware cross-compiled on the C driver, the SoC run, its console and result printed.
+# The controller run by firmware on a RISC-V core (PicoRV32) in simulation: the firmware
+# cross-compiled on the C driver (firmware/build.py), the SoC run under cocotb (Verilator,
+# and Icarus when installed) against a drafting trace; the measured cycles printed.
 firmware: $(STAMP) tools
-	$(BIN)/python firmware/build.py --out build/firmware
+	$(BIN)/pytest -p no:xdist -q -s -m "not long" tests/firmware
 
 area: $(STAMP)
 	$(BIN)/ahasd area --doc docs/hardware.md
@@ -66,10 +67,11 @@ lint: $(STAMP)
 
 # Debian's tools some tests use besides the venv: Icarus (the 4-state check of the delivered
 # Verilog, the firmware's SoC), the RISC-V GCC (the C driver compiled for rv32, the
-# firmware; freestanding, so no C library). Installed with
+# firmware; freestanding, so no C library), clang (the C driver compiled by a second
+# compiler, for the host and for rv32; about 6 s to install here). Installed with
 # apt-get when missing and apt-get is there (CI starts from a fresh machine, as root);
 # elsewhere the tests that need them skip and say why.
-SYSTEM_TOOLS := iverilog gcc-riscv64-unknown-elf
+SYSTEM_TOOLS := iverilog gcc-riscv64-unknown-elf clang
 tools:
 	@missing=""; for package in $(SYSTEM_TOOLS); do \
 		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "ok installed" \

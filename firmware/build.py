@@ -1,16 +1,19 @@
-"""Build and run the controller's firmware on a RISC-V core in simulation (``make firmware``).
+"""Build the controller's firmware and the SoC that runs it in simulation.
 
-1. The controller's Verilog (``ahasd verilog``'s ``ahasd_top.v``) and C driver
-   (``ahasd_driver.h``), and the tie-offs of the top's event and queue inputs
-   (``ahasd_tieoff.vh``, from the top's port list).
-2. The firmware (``start.S``, ``main.c`` on the driver, ``link.ld``) cross-compiled for RV32I
-   with Debian's ``riscv64-unknown-elf-gcc`` (``make tools`` installs it), freestanding,
-   into ``firmware.hex`` (one 32-bit word a line, for ``$readmemh``).
-3. ``soc.v`` (PicoRV32 from the ``pythondata-cpu-picorv32`` wheel, RAM, a bridge to the
-   controller's AXI4-Lite port) simulated by Icarus; the firmware's console lines and its
-   result are read back.
+1. The firmware (``start.S``, ``main.c`` on the C driver ``ahasd_driver.h``, ``link.ld``)
+   cross-compiled for RV32I with Debian's ``riscv64-unknown-elf-gcc`` (``make tools``
+   installs it), freestanding, into ``firmware.hex`` (one 32-bit word a line, the whole RAM,
+   for ``$readmemh``). ``planted`` builds it with a planted fault (``main.c``,
+   ``AHASD_PLANTED_FAULT``), for the test that shows the testbench catches it.
+2. The SoC's Verilog (:func:`soc_verilog`): ``soc.v`` with every event and queue port of the
+   controller top, but the pre-verification queue's writer (the firmware's), made a port of
+   the SoC, for the testbench's NPU and PIM sides.
 
-Usage: ``python firmware/build.py [--out build/firmware] [--no-run]``.
+``tests/firmware/test_firmware.py`` runs the SoC (PicoRV32 from the
+``pythondata-cpu-picorv32`` wheel, the top's Verilog, the firmware) under cocotb
+(``tests/firmware/tb_firmware.py``); ``make firmware`` runs that test.
+
+Usage: ``python firmware/build.py [--out build/firmware] [--planted]`` (the firmware only).
 """
 
 from __future__ import annotations
@@ -20,38 +23,35 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CC = "riscv64-unknown-elf-gcc"
 OBJCOPY = "riscv64-unknown-elf-objcopy"
-#: Cycles after which the simulation gives up (the firmware needs about 2,500).
-MAX_CYCLES = 200_000
 #: The SoC's RAM (soc.v, link.ld).
 RAM_BYTES = 16 * 1024
-#: The ports the SoC connects; every other input of the top is tied to 0.
-CONNECTED = re.compile(r"^(pim|npu|cpu)_(clk|rst)$|^s_axi__")
+#: Ports of the top the SoC itself drives or reads (clocks, resets, the bus, the interrupt,
+#: the pre-verification queue's writer); every other one becomes a port of the SoC.
+SOC_DRIVEN = re.compile(r"^(pim|npu|cpu)_(clk|rst)$|^s_axi__|^irq$|^preverify_w")
+#: The SoC's top module.
+SOC_TOP = "ahasd_soc"
 
 
 def missing_tools() -> list[str]:
     """The tools this flow needs that are not installed (``make tools`` installs them)."""
-    return [tool for tool in (CC, OBJCOPY, "iverilog", "vvp") if shutil.which(tool) is None]
+    return [tool for tool in (CC, OBJCOPY) if shutil.which(tool) is None]
 
 
-def tieoff(verilog: str, top: str) -> str:
-    """``.port('0),`` for every input of ``top`` the SoC does not drive (the last without
-    its comma: the include closes the instance's port list)."""
-    body = verilog.split(f"module {top}(", 1)[1].split("\nendmodule", 1)[0]
-    inputs = re.findall(r"^\s+input (?:\[\d+:\d+\] )?(\w+);", body, re.MULTILINE)
-    lines = [f"        .{name}('0)" for name in inputs if not CONNECTED.match(name)]
-    return ",\n".join(lines) + "\n"
+def build_firmware(out: Path, *, batch_id_bits: int, planted: bool = False) -> Path:
+    """Cross-compile the firmware into ``out``; returns ``firmware.hex``.
 
-
-def build_firmware(out: Path) -> Path:
-    """Cross-compile the firmware; returns ``firmware.hex``."""
+    ``batch_id_bits`` is the width of a queue entry's batch id (``QueueParams``): the
+    firmware packs a pre-verification order as the queue's layout has it, the batch id in
+    the low bits and the token count above.
+    """
     from ahasd.regmap import c_driver
 
+    out.mkdir(parents=True, exist_ok=True)
     (out / "ahasd_driver.h").write_text(c_driver())
     elf = out / "firmware.elf"
     command = [
@@ -66,6 +66,8 @@ def build_firmware(out: Path) -> Path:
         "-ffreestanding",
         "-nostdlib",
         "-nostartfiles",
+        f"-DAHASD_BATCH_ID_BITS={batch_id_bits}u",
+        *(["-DAHASD_PLANTED_FAULT"] if planted else []),
         f"-I{out}",
         "-T",
         str(HERE / "link.ld"),
@@ -75,7 +77,9 @@ def build_firmware(out: Path) -> Path:
         "-o",
         str(elf),
     ]
-    subprocess.run(command, check=True, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(command)}\n{done.stdout}{done.stderr}")
     binary = out / "firmware.bin"
     subprocess.run([OBJCOPY, "-O", "binary", str(elf), str(binary)], check=True)
     data = binary.read_bytes()
@@ -88,76 +92,53 @@ def build_firmware(out: Path) -> Path:
     return hex_file
 
 
-@dataclass(frozen=True)
-class FirmwareRun:
-    """What the simulated SoC printed: the console values, the cycles from each rise of irq
-    to the write that answered it, the result, the cycles."""
-
-    console: list[int]
-    irq_to_answer: list[int]
-    result: int | None
-    cycles: int | None
-    log: str
+def top_ports(verilog: str, top: str) -> list[tuple[str, int, str]]:
+    """``(direction, width, name)`` of every port of module ``top`` in the Verilog text."""
+    body = verilog.split(f"module {top}(", 1)[1].split("\nendmodule", 1)[0]
+    found = re.findall(r"^\s+(input|output) (?:reg |wire )?(?:\[(\d+):0\] )?(\w+);", body, re.M)
+    return [(direction, int(high or 0) + 1, name) for direction, high, name in found]
 
 
-def run_soc(out: Path, hex_file: Path) -> FirmwareRun:
-    """Compile the SoC with Icarus and run it until the firmware exits."""
+def soc_verilog(verilog: str, top: str) -> str:
+    """``soc.v`` with the event and queue ports of module ``top`` (the controller, in the
+    Verilog text ``verilog``) made ports of the SoC."""
+    ports = top_ports(verilog, top)
+    widths = {name: width for _, width, name in ports}
+    ports = [port for port in ports if not SOC_DRIVEN.match(port[2])]
+    declarations = "".join(
+        f"    {direction} {f'[{width - 1}:0] ' if width > 1 else ''}{name};\n"
+        for direction, width, name in ports
+    )
+    order_bits = widths["preverify_w__payload"]
+    connections = f",\n        .preverify_w__payload(order_payload[{order_bits - 1}:0])"
+    connections += "".join(f",\n        .{name}({name})" for _, _, name in ports)
+    text = (HERE / "soc.v").read_text()
+    text = text.replace("/*PORTS*/", "".join(f", {name}" for _, _, name in ports))
+    text = text.replace("/*DECLARATIONS*/\n", declarations)
+    return text.replace("/*CONNECTIONS*/", connections)
+
+
+def picorv32_verilog() -> str:
+    """PicoRV32's Verilog, from the ``pythondata-cpu-picorv32`` wheel."""
     import pythondata_cpu_picorv32
 
-    from ahasd.hw.blocks import lookup
-    from ahasd.hw.verilog import convert, module_name
-
-    top = module_name("top")
-    text = convert(lookup("top"))
-    (out / f"{top}.v").write_text(text)
-    (out / "ahasd_tieoff.vh").write_text(tieoff(text, top))
-    picorv32 = Path(pythondata_cpu_picorv32.data_location) / "picorv32.v"
-    vvp = out / "soc.vvp"
-    subprocess.run(
-        [
-            "iverilog",
-            "-g2012",
-            "-s",
-            "tb",
-            f'-DFIRMWARE_HEX="{hex_file}"',
-            f"-DMAX_CYCLES={MAX_CYCLES}",
-            f"-I{out}",
-            "-o",
-            str(vvp),
-            str(HERE / "soc.v"),
-            str(out / f"{top}.v"),
-            str(picorv32),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    done = subprocess.run(["vvp", "-n", str(vvp)], capture_output=True, text=True, check=True)
-    log = done.stdout
-    console = [int(v) for v in re.findall(r"^FW console (\d+)$", log, re.MULTILINE)]
-    answers = [int(v) for v in re.findall(r"^FW irq to answer (\d+) cycles$", log, re.MULTILINE)]
-    found = re.search(r"^FW result (\d+) after (\d+) cycles$", log, re.MULTILINE)
-    result, cycles = (int(found[1]), int(found[2])) if found else (None, None)
-    return FirmwareRun(console, answers, result, cycles, log)
+    return (Path(pythondata_cpu_picorv32.data_location) / "picorv32.v").read_text()
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ahasd.params import TopParams
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("build/firmware"))
-    parser.add_argument("--no-run", action="store_true", help="build the firmware only")
+    parser.add_argument("--planted", action="store_true", help="with the planted fault")
     args = parser.parse_args(argv)
     missing = missing_tools()
     if missing:
         print(f"missing: {', '.join(missing)} (make tools installs them)", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    hex_file = build_firmware(args.out)
-    print(f"firmware: {hex_file}")
-    if args.no_run:
-        return 0
-    run = run_soc(args.out, hex_file)
-    print(run.log, end="")
-    return 0 if run.result == 0 else 1
+    bits = TopParams().queues.batch_id_bits
+    print(f"firmware: {build_firmware(args.out, batch_id_bits=bits, planted=args.planted)}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,13 +1,34 @@
 // A small SoC in simulation: PicoRV32 (RV32I, cycle counter), 16 KiB of RAM at 0 holding the
 // firmware, the AHASD controller's AXI4-Lite port at 0x40000000 (4 KiB) through a bridge from
-// the core's memory interface, and a console word at 0x10000000 (each write printed) and an
-// exit word at 0x10000004 (the firmware's result; the simulation ends); the controller's
-// irq is the core's interrupt 3 (firmware/start.S has the entry). One clock: the
-// controller's pim, npu and cpu domains all run on it. The controller's event and queue
-// inputs are tied off (ahasd_tieoff.vh, generated from the top's ports): the firmware's
-// side alone is exercised.
+// the core's memory interface, and a few words of the SoC itself:
+//
+//   0x10000000  console (write): console_valid/console_data for one cycle
+//   0x10000004  exit (write): the firmware's result; done rises
+//   0x10000008  mailbox (read): the PIM side's message with the doorbell (the TVC's answer)
+//   0x1000000C  order (write): a pre-verification order into the controller's queue (the
+//               store waits until the queue takes it)
+//   0x10000010  stop (read): nonzero once the testbench ends the run
+//
+// The controller's irq is the core's interrupt 3 (level, not latched: high until the handler
+// clears the causes); the doorbell is interrupt 4 (latched: the PIM side pulses it).
+// firmware/start.S has the entry. One clock: the controller's pim, npu and cpu domains all run
+// on it. Every event and queue port of the controller but the pre-verification queue's writer
+// (the CPU's, through the order word) is a port of the SoC, for the testbench's NPU and PIM
+// sides: firmware/build.py writes them where the markers are, from the controller's ports.
+// The firmware is read at time zero from the file named by the plusarg +firmware=PATH.
 `timescale 1ns / 1ps
-module ahasd_soc (input clk, input rst, output reg done, output reg [31:0] result);
+module ahasd_soc(clk, rst, done, result, doorbell, mailbox, stop, console_valid,
+    console_data/*PORTS*/);
+    input clk;
+    input rst;
+    output reg done;
+    output reg [31:0] result;
+    input doorbell;
+    input [31:0] mailbox;
+    input stop;
+    output reg console_valid;
+    output reg [31:0] console_data;
+/*DECLARATIONS*/
     wire        mem_valid, mem_instr;
     reg         mem_ready;
     wire [31:0] mem_addr, mem_wdata;
@@ -15,33 +36,19 @@ module ahasd_soc (input clk, input rst, output reg done, output reg [31:0] resul
     reg  [31:0] mem_rdata;
 
     wire irq;
-    // The controller's irq is a level (high until its causes are cleared): not latched.
     picorv32 #(.ENABLE_COUNTERS(1), .ENABLE_IRQ(1), .ENABLE_IRQ_QREGS(0), .LATCHED_IRQ(~32'h8),
                .PROGADDR_RESET(32'h0), .PROGADDR_IRQ(32'h10), .STACKADDR(32'h4000)) cpu (
         .clk(clk), .resetn(!rst), .mem_valid(mem_valid), .mem_instr(mem_instr),
         .mem_ready(mem_ready), .mem_addr(mem_addr), .mem_wdata(mem_wdata),
         .mem_wstrb(mem_wstrb), .mem_rdata(mem_rdata), .pcpi_wr(1'b0), .pcpi_rd(32'h0),
-        .pcpi_wait(1'b0), .pcpi_ready(1'b0), .irq({28'h0, irq, 3'h0}));
-
-    // The CPU's cost of an event: cycles from the rise of irq to the AW handshake of the
-    // write that answers it (the clear of IRQ_STATUS), one line per interrupt.
-    integer now = 0, irq_rose = -1;
-    reg irq_before = 0;
-    always @(posedge clk) begin
-        now <= now + 1;
-        irq_before <= irq;
-        if (irq && !irq_before) irq_rose <= now;
-        if (awvalid && awready && mem_addr[11:0] == 12'h014 && irq_rose >= 0) begin
-            $display("FW irq to answer %0d cycles", now - irq_rose);
-            irq_rose <= -1;
-        end
-    end
+        .pcpi_wait(1'b0), .pcpi_ready(1'b0), .irq({27'h0, doorbell, irq, 3'h0}));
 
     reg [31:0] ram [0:4095];
+    reg [8*512-1:0] firmware;
     integer i;
     initial begin
         for (i = 0; i < 4096; i = i + 1) ram[i] = 32'h0;
-        $readmemh(`FIRMWARE_HEX, ram);
+        if ($value$plusargs("firmware=%s", firmware)) $readmemh(firmware, ram);
     end
 
     // The bridge: one AXI4-Lite transaction per access of the core to the controller.
@@ -51,12 +58,17 @@ module ahasd_soc (input clk, input rst, output reg done, output reg [31:0] resul
     wire [1:0] bresp, rresp;
     reg        busy;
     wire       ahasd = mem_addr[31:12] == 20'h40000;
+    // The order word: the store is held until the pre-verification queue takes the order.
+    reg        order_valid;
+    reg [31:0] order_payload;
+    wire       order_ready;
 
     always @(posedge clk) begin
         mem_ready <= 1'b0;
+        console_valid <= 1'b0;
         if (rst) begin
             awvalid <= 0; wvalid <= 0; arvalid <= 0; bready <= 0; rready <= 0; busy <= 0;
-            done <= 0; result <= 0;
+            done <= 0; result <= 0; order_valid <= 0; order_payload <= 0; console_data <= 0;
         end else if (mem_valid && !mem_ready) begin
             if (ahasd) begin
                 if (!busy) begin
@@ -73,10 +85,24 @@ module ahasd_soc (input clk, input rst, output reg done, output reg [31:0] resul
                     end
                 end
             end else if (mem_addr == 32'h10000000) begin
-                if (|mem_wstrb) $display("FW console %0d", mem_wdata);
+                if (|mem_wstrb) begin console_valid <= 1; console_data <= mem_wdata; end
                 mem_ready <= 1;
             end else if (mem_addr == 32'h10000004) begin
                 if (|mem_wstrb) begin done <= 1; result <= mem_wdata; end
+                mem_ready <= 1;
+            end else if (mem_addr == 32'h10000008) begin
+                mem_rdata <= mailbox;
+                mem_ready <= 1;
+            end else if (mem_addr == 32'h1000000C && |mem_wstrb) begin
+                if (!order_valid) begin
+                    order_valid <= 1;
+                    order_payload <= mem_wdata;
+                end else if (order_ready) begin
+                    order_valid <= 0;
+                    mem_ready <= 1;
+                end
+            end else if (mem_addr == 32'h10000010) begin
+                mem_rdata <= {31'h0, stop};
                 mem_ready <= 1;
             end else begin
                 mem_ready <= 1;
@@ -100,28 +126,7 @@ module ahasd_soc (input clk, input rst, output reg done, output reg [31:0] resul
         .s_axi__arready(arready),
         .s_axi__rvalid(rvalid), .s_axi__rready(rready), .s_axi__rdata(rdata),
         .s_axi__rresp(rresp),
-        .irq(irq),
-`include "ahasd_tieoff.vh"
+        .preverify_w__valid(order_valid), .preverify_w__ready(order_ready),
+        .irq(irq)/*CONNECTIONS*/
     );
-endmodule
-
-module tb;
-    reg clk = 0, rst = 1;
-    wire done;
-    wire [31:0] result;
-    integer cycle = 0;
-    ahasd_soc soc (.clk(clk), .rst(rst), .done(done), .result(result));
-    always #5 clk = !clk;
-    always @(posedge clk) begin
-        cycle <= cycle + 1;
-        if (cycle == 8) rst <= 0;
-        if (done) begin
-            $display("FW result %0d after %0d cycles", result, cycle);
-            $finish;
-        end
-        if (cycle == `MAX_CYCLES) begin
-            $display("FW timeout after %0d cycles", cycle);
-            $finish;
-        end
-    end
 endmodule

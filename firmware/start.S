@@ -4,7 +4,7 @@
  * main(); main's return value is reported as the result (the exit word).
  * Interrupt (address 0x10, PicoRV32's PROGADDR_IRQ; built without q registers, so the core
  * puts the return address in x3 and the pending causes in x4, which GCC never allocates):
- * the caller-saved registers on the stack, irq_handler() in C, then retirq. PicoRV32's
+ * the caller-saved registers on the stack, irq_handler(pending causes) in C, then retirq. PicoRV32's
  * custom instructions are written as words (its custom_ops.S encodings). */
 #define MASKIRQ_ZERO_ZERO .word 0x0600600b  /* maskirq zero, zero: unmask every interrupt */
 #define RETIRQ .word 0x0400000b             /* retirq */
@@ -32,6 +32,7 @@ irq_entry:                        /* 0x10 */
     sw t4, 52(sp)
     sw t5, 56(sp)
     sw t6, 60(sp)
+    mv a0, tp                     /* x4: the interrupts pending */
     call irq_handler
     lw ra, 0(sp)
     lw t0, 4(sp)

@@ -148,9 +148,9 @@ _MODULE_HEADER = re.compile(r"^module (\S+) ?\((.*?)\);", re.MULTILINE | re.DOTA
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def verilator_public_config(verilog: str, top: str) -> str:
+def verilator_public_config(verilog: str, top: str, wrapper: str = "") -> str:
     """A Verilator control file making the ports of every module and every register
-    VPI-visible.
+    VPI-visible (and the ports of the modules of ``wrapper``, Verilog built around ``top``).
 
     That is what the testbenches and the co-simulation reach: the ports (the top's, and a
     submodule's, which the integration testbench watches), and the registers (the
@@ -161,7 +161,7 @@ def verilator_public_config(verilog: str, top: str) -> str:
     private, so Verilator may fold the combinational wires away.
     """
     signals = []
-    for module, ports in _MODULE_HEADER.findall(verilog):
+    for module, ports in _MODULE_HEADER.findall(verilog + wrapper):
         name = module.lstrip("\\")
         for port in ports.split(","):
             port = port.strip()
@@ -183,6 +183,8 @@ def build_simulation(
     simulator: str = "verilator",
     waves: bool = False,
     design_key: str | None = None,
+    wrapper: Callable[[str], dict[str, str]] | None = None,
+    toplevel: str | None = None,
 ) -> object:
     """Convert ``component()`` and build it for cocotb; returns the runner that built it.
 
@@ -197,6 +199,11 @@ def build_simulation(
     skipped if the Verilog in ``build_dir`` was converted for the same key, the same
     :func:`source_digest` and the same Amaranth; Verilator then finds its own output up to
     date too, and a warm build costs well under a second.
+
+    ``wrapper`` makes, from the component's Verilog text, more Verilog files to build with it
+    (file name -> text: a design around the component, a CPU), written beside it when their
+    text changed; the ports of their modules are VPI-visible too. ``toplevel`` is then the
+    simulated top module (default ``top``, the component's).
     """
     from cocotb_tools.runner import get_runner
 
@@ -223,17 +230,25 @@ def build_simulation(
                 keys = []  # a new text: the earlier keys no longer describe it
             # The last few only: an edit that leaves the text as it is adds one.
             keys = [*keys, key][-KEYS_KEPT:] if key is not None else keys
-        if text is None and simulator != "icarus" and not (build_dir / PUBLIC_CONFIG).exists():
-            text = source.read_text()
+        extras = {}
+        if wrapper is not None:
+            text = source.read_text() if text is None else text
+            extras = wrapper(text)
+        for name, extra in extras.items():
+            write_if_changed(build_dir / name, extra)
+        extra_text = "".join(extras.values())
+        if simulator != "icarus" and (extras or not (build_dir / PUBLIC_CONFIG).exists()):
+            text = source.read_text() if text is None else text
         if simulator == "icarus":
             # The delivered Verilog as it is: it runs its combinational blocks at time zero
             # in Icarus too (ahasd.hw.verilog.time_zero_fix).
-            sources, build_args = [source], []
+            sources, build_args = [source, *(build_dir / name for name in extras)], []
         else:
             # Made from the text on disk, so up to date when the conversion was skipped: ~0.1
             # s of regular expressions over the controller top's Verilog saved.
             if text is not None:
-                write_if_changed(build_dir / PUBLIC_CONFIG, verilator_public_config(text, top))
+                config = verilator_public_config(text, top, extra_text)
+                write_if_changed(build_dir / PUBLIC_CONFIG, config)
             # The runner makes source paths absolute, and Verilator writes the path into
             # the C++ it generates; handed over as arguments, the names stay relative to
             # the build directory (Verilator's working directory), so the C++ of one
@@ -244,10 +259,11 @@ def build_simulation(
                 "--no-public-flat-rw",  # undoes the runner's; the control file says what is
                 PUBLIC_CONFIG,
                 source.name,
+                *extras,
             ]
         runner.build(
             sources=sources,
-            hdl_toplevel=top,
+            hdl_toplevel=toplevel or top,
             build_dir=build_dir,
             timescale=TIMESCALE,
             build_args=build_args,

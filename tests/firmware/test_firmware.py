@@ -1,52 +1,113 @@
-"""The controller brought up by firmware on a RISC-V core in simulation (``make firmware``,
-``firmware/build.py``): the firmware, cross-compiled for RV32I on the C driver, runs on
-PicoRV32 in ``firmware/soc.v`` under Icarus, with the controller's delivered Verilog on the
-core's bus and its irq wired to the core. It programs the controller through the driver
-alone (bring-up, the TVC tables, two mask changes that move every rank, an EDC error served
-by the interrupt handler on the driver's interrupt service) and reads each step back; its
-result is 0 only when every check held. Skips, saying which tool
-is missing, without the RISC-V GCC or Icarus (``make tools`` installs both).
+"""The controller run by firmware on a RISC-V core, against drafting traffic (cocotb).
+
+The SoC of ``firmware/soc.v`` (PicoRV32, RAM, the controller top on its bus, its irq wired to
+the core) runs the firmware (``firmware/main.c`` on the C driver, cross-compiled for RV32I by
+``firmware/build.py``) under cocotb (``tb_firmware.py``): the firmware brings the controller
+up and plays the CPU's side of the protocol, the testbench drives the NPU and PIM sides from a
+seeded drafting trace and checks every decision against the golden controller. Verilator by
+default; Icarus too when it is installed. A planted fault in the firmware (its first
+pre-verification order never written) must make the run fail.
+
+``make test`` runs a short trace (``SHORT_POSITIONS``); the ``long`` one is marked ``long``.
+Skips, saying which tool is missing, without the RISC-V GCC (``make tools`` installs it).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
+from harness.cocotb_run import BUILD, run_cocotb, simulator
+from harness.seeds import choose_seed
+
+from ahasd.hw.blocks import lookup
+from ahasd.hw.verilog import module_name
+from ahasd.params import TopParams
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).parent
 spec = importlib.util.spec_from_file_location("firmware_build", ROOT / "firmware" / "build.py")
 build = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = build  # dataclasses look their module up by name
+sys.modules[spec.name] = build
 spec.loader.exec_module(build)
 
+#: Trace positions of the run in ``make test`` and of the long run.
+SHORT_POSITIONS = 120
+LONG_POSITIONS = 1000
 
-def test_firmware_brings_the_controller_up_on_a_risc_v_core(tmp_path):
+
+def run_soc(*, positions: int, planted: bool = False, sim: str | None = None) -> Path:
+    """Build the firmware and run the SoC's cocotb test on a trace of ``positions``."""
     missing = build.missing_tools()
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)} (make tools installs them)")
-    run = build.run_soc(tmp_path, build.build_firmware(tmp_path))
-    assert run.result == 0, f"the firmware's check {run.result} failed:\n{run.log}"
-    # Bring-up, and the EDC error from the raw write to the handler's return, in CPU cycles
-    # as the firmware counted them; the testbench's count from the rise of irq to the
-    # answering write (the clear of IRQ_STATUS): one interrupt, one answer.
-    bring_up, error_round_trip = run.console
-    assert len(run.irq_to_answer) == 1, run.log
-    (answer,) = run.irq_to_answer
-    assert 0 < answer < error_round_trip
-    print(
-        f"AHASD: firmware bring-up {bring_up} CPU cycles; irq to its answering write "
-        f"{answer} cycles; whole run {run.cycles} cycles"
+    params = TopParams()
+    sim = simulator() if sim is None else sim
+    out = BUILD / "firmware" / ("planted" if planted else "firmware")
+    hex_file = build.build_firmware(out, batch_id_bits=params.queues.batch_id_bits, planted=planted)
+    entry, top = lookup("top"), module_name("top")
+
+    def soc(verilog: str) -> dict[str, str]:
+        picorv32 = build.picorv32_verilog()
+        return {"ahasd_soc.v": build.soc_verilog(verilog, top), "picorv32.v": picorv32}
+
+    return run_cocotb(
+        top=top,
+        component=lambda: entry.build(params),
+        tag=params.tag(),
+        params=params,
+        test_module="tb_firmware",
+        test_dir=HERE,
+        seed=choose_seed(),
+        extra_env={"AHASD_TRACE_POSITIONS": str(positions)},
+        domains=entry.domains,
+        sim=sim,
+        plusargs=(f"+firmware={hex_file}",),
+        wrapper=soc,
+        toplevel=build.SOC_TOP,
     )
 
 
-def test_tie_offs_cover_every_input_but_the_bus_clocks_and_resets():
+SIMULATORS = [
+    "verilator",
+    pytest.param(
+        "icarus",
+        marks=pytest.mark.skipif(shutil.which("iverilog") is None, reason="no iverilog"),
+    ),
+]
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_firmware_serves_the_protocol_against_a_drafting_trace(sim):
+    run_soc(positions=SHORT_POSITIONS, sim=sim)
+
+
+@pytest.mark.cocotb
+@pytest.mark.long
+def test_firmware_serves_a_long_drafting_trace():
+    run_soc(positions=LONG_POSITIONS)
+
+
+@pytest.mark.cocotb
+def test_a_firmware_that_skips_an_order_fails():
+    with pytest.raises(pytest.fail.Exception, match="no pre-verification order"):
+        run_soc(positions=SHORT_POSITIONS, planted=True)
+
+
+def test_soc_ports_are_the_controllers_but_the_cpus():
     verilog = (
-        "module ahasd_top(a, b);\n  input pim_clk;\n  input [3:0] s_axi__wstrb;\n"
-        "  input [39:0] draft_w__payload;\n  input want_draft;\n  output irq;\nendmodule\n"
+        "module ahasd_top(a, b);\n  input pim_clk;\n  input s_axi__awvalid;\n  output irq;\n"
+        "  input [12:0] preverify_w__payload;\n  input preverify_w__valid;\n"
+        "  input [39:0] draft_w__payload;\n  output want_preverify;\nendmodule\n"
     )
-    assert build.tieoff(verilog, "ahasd_top") == (
-        "        .draft_w__payload('0),\n        .want_draft('0)\n"
-    )
+    text = build.soc_verilog(verilog, "ahasd_top")
+    assert "    input [39:0] draft_w__payload;\n    output want_preverify;\n" in text
+    assert ", draft_w__payload, want_preverify);" in text
+    assert ".preverify_w__payload(order_payload[12:0])" in text
+    assert ".draft_w__payload(draft_w__payload)" in text
+    assert "s_axi__awvalid;" not in text
+    assert "input irq" not in text

@@ -77,6 +77,8 @@ def run_cocotb(
     domains: tuple[str, ...] = ("sync",),
     sim: str | None = None,
     plusargs: tuple[str, ...] = (),
+    wrapper: Callable[[str], dict[str, str]] | None = None,
+    toplevel: str | None = None,
 ) -> Path:
     """Run the cocotb module ``test_module`` (a file in ``test_dir``) against ``component()``.
 
@@ -92,13 +94,16 @@ def run_cocotb(
         ``AHASD_SEED`` and prints the seed).
     sim : the simulator (default: :func:`simulator`, ``SIM`` from the environment).
     plusargs : the simulator's run-time plusargs.
+    wrapper : makes Verilog files (name -> text) to build around the component from its
+        Verilog; ``toplevel``, one of their modules, is then the simulated top
+        (:func:`ahasd.hw.tb.build.build_simulation`).
 
     Returns the run directory (holding the log, the results XML and any waveforms).
     """
     sim = simulator() if sim is None else sim
     _prepare_tools(sim)
     waves = os.environ.get("WAVES") == "1"
-    build_dir = BUILD / sim / f"{top}-{tag}{'-waves' if waves else ''}"
+    build_dir = BUILD / sim / f"{toplevel or top}-{tag}{'-waves' if waves else ''}"
     # The component may be a wrapper defined beside the tests: their code is in the key.
     design_key = f"{tag}\n{_params_json(params)}\n{source_digest(TESTS)}"
     runner = build_simulation(
@@ -109,6 +114,8 @@ def run_cocotb(
         simulator=sim,
         waves=waves,
         design_key=design_key,
+        wrapper=wrapper,
+        toplevel=toplevel,
     )
 
     seed = choose_seed() if seed is None else seed
@@ -126,7 +133,7 @@ def run_cocotb(
     env = {"AHASD_TB_PARAMS": _params_json(params), "AHASD_TB_SEED": str(seed), **(extra_env or {})}
     run = run_simulation(
         runner,
-        top=top,
+        top=toplevel or top,
         build_dir=build_dir,
         run_dir=run_dir,
         test_module=test_module,
