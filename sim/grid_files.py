@@ -17,16 +17,20 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ahasd.errors import UserError
-from ahasd.params import TVCParams
 from ahasd.sim.library.files import read_toml
 from ahasd.sim.library.loading import SpecLibrary
 from ahasd.sim.library.overrides import integer_spec_fields, role_path
 from ahasd.sim.library.platforms import DEVICE_SETTINGS
-from ahasd.sim.settings import CONTROLLER_BLOCKS, SEED_MAX, RunSettings, resolve
+from ahasd.sim.settings import (
+    CONTROLLER_BLOCKS,
+    KV_LENGTH_MAX,
+    SEED_MAX,
+    RunSettings,
+    resolve,
+)
 from ahasd.sim.traces.sources import builtin_trace_names
 
 __all__ = [
-    "KV_LENGTH_MAX",
     "MAX_GRID_RUNS",
     "GridFile",
     "check_one_setter_per_field",
@@ -113,8 +117,6 @@ def load_grid(path: Path) -> GridFile:
     return GridFile(str(path), str(data.get("description", "")), tuple(parsed))
 
 
-# The longest KV cache the controller's default length fields hold (as ahasd.cli.args).
-KV_LENGTH_MAX = (1 << TVCParams().length_bits) - 1
 # Run settings whose grid values have the command line's bounds (ahasd.cli.args): a seed a
 # sweep option would refuse is refused in a grid file too.
 _AXIS_BOUNDS = {

@@ -27,6 +27,10 @@ from ahasd.sim.library.platforms import (
 # writable in every tool that reads the results (and -1 out). The command line's --seed and
 # a grid's seed axis share it.
 SEED_MAX = (1 << 32) - 1
+# The controller's length fields (TVC L_kv, the KV length the NPU pass reports) are
+# TVCParams.length_bits wide; prompt plus generated tokens must fit them in every mode, so a
+# setting is accepted or refused the same way whichever mode runs it.
+KV_LENGTH_MAX = (1 << TVCParams().length_bits) - 1
 
 
 def field_default(settings_class, name: str):
@@ -39,14 +43,19 @@ def field_default(settings_class, name: str):
     raise KeyError(f"{settings_class.__name__} has no field {name!r}")
 
 
-def _role_help(role: str, used: str) -> str:
-    return f"{role} device ({used}); None = the platform's."
-
-
 # Where a PIM without AAU sends its nonlinear operators (RunSettings.nonlinear_without_aau).
 NONLINEAR_WITHOUT_AAU = ("npu", "host")
 # memory_sharing (MEMORY_SHARING) may be None, "the platform's": checked on its own.
 _CHOICES = {"nonlinear_without_aau": NONLINEAR_WITHOUT_AAU}
+# The command line's words for a setting left None, "the platform's" (ahasd.cli.options reads
+# the metadata keys: help, flag, bounds, choices, metavar, repeat, default_help).
+_PLATFORMS = "(default: the platform's)"
+_LENGTHS = f"--prompt-tokens + --tokens <= {KV_LENGTH_MAX}"
+
+
+def _device(role: str) -> dataclasses.Field:
+    """A device role's field: a device name, or None for the platform's."""
+    return described(f"{role.replace('_', '-')} device", None, default_help=_PLATFORMS)
 
 
 @dataclass(frozen=True)
@@ -56,79 +65,133 @@ class RunSettings:
     The device fields and ``memory_sharing`` default to ``None``, "the platform's": the
     platform file is the one place device defaults live, and :func:`resolve` fills them in
     (an explicit device name overrides the platform's).
+
+    Each field's help text is the one its flag prints; the rest of its metadata says how the
+    flag reads it (:mod:`ahasd.cli.options` builds the flags from them).
     """
 
-    mode: str = described("Execution mode (ahasd.sim.modes.MODES).")
-    pair: str = described("Draft/target pair (pairs.toml).")
-    policy: str = described("Drafting policy (ahasd.sim.policies.POLICY_NAMES).")
-    tokens: int = described("Generation length (committed target tokens).", 1024)
-    seed: int = described("Seed of the run: synthetic trace, acceptance draws, policy RNG.", 0)
-    prompt_tokens: int = described("KV-cache length before the first generated token.", 128)
+    # The names :data:`ahasd.sim.modes.MODES`, the paper's pairs (pairs.toml) and
+    # :data:`ahasd.sim.policies.POLICY_NAMES`, listed by the command line after the help.
+    mode: str = described("execution mode")
+    pair: str = described("model pair")
+    policy: str = described("drafting policy")
+    # The committed target tokens.
+    tokens: int = described(
+        f"generation length, tokens; {_LENGTHS}", 1024, bounds=(1, KV_LENGTH_MAX - 1)
+    )
+    # Seeds the synthetic trace, the acceptance draws and the policy's RNG.
+    seed: int = described(f"run seed, 0..{SEED_MAX}", 0, bounds=(0, SEED_MAX))
+    # The KV-cache length before the first generated token.
+    prompt_tokens: int = described(
+        f"prompt KV length, tokens; {_LENGTHS}", 128, bounds=(1, KV_LENGTH_MAX - 1)
+    )
+    # None = the pair's synthetic preset.
     trace: str | None = described(
-        "None = the pair's synthetic preset; else a trace file, a built-in trace name, a "
-        "synthetic preset name, or 'iid:<acceptance>'.",
+        "trace file, built-in trace name, synthetic preset or iid:<acceptance>",
         None,
+        default_help="(default: the pair's synthetic preset)",
     )
-    policy_params: tuple[tuple[str, object], ...] = described("Policy keyword arguments.", ())
-    fallback: bool = described("Wrap the policy in the autoregression fallback.", False)
+    # The policy's keyword arguments; the command line lists each policy's after the help.
+    policy_params: tuple[tuple[str, object], ...] = described(
+        "policy parameter, repeatable; VALUE is JSON or a string. Parameters (defaults):",
+        (),
+        flag="--policy-param",
+        metavar="KEY=VALUE",
+        repeat=True,
+    )
+    # Wraps the policy in the autoregression fallback.
+    fallback: bool = described("autoregression fallback", False)
+    # A platforms/<name>.toml of kind npu-pim: the device of every role, the memory-sharing
+    # model, the precision of the NPU and PIM. The flag also names a phone SoC.
     platform: str = described(
-        "NPU+PIM platform (platforms/<name>.toml, kind npu-pim): the device of every role, "
-        "the memory-sharing model, the precision of the NPU and PIM.",
+        f"NPU+PIM platform for the modes above ({DEFAULT_PLATFORM} (default), "
+        "table2-whole-memory, table2-per-unit, artifact, or a file of yours under "
+        "--spec-dir), or a phone SoC class (sd8gen3, m4) for the phone modes "
+        "(sim/specs/platforms)",
         DEFAULT_PLATFORM,
+        default_help="",
     )
-    npu: str | None = described(_role_help("NPU", "async and npu-only modes"), None)
-    pim: str | None = described(_role_help("PIM", "async modes; plain memory in npu-only"), None)
-    cpu: str | None = described(_role_help("Host CPU", "every mode"), None)
-    gpu: str | None = described(_role_help("GPU", "gpu-only, specpim"), None)
-    specpim_pim: str | None = described(_role_help("SpecPIM's PIM", "specpim"), None)
+    npu: str | None = _device("npu")  # async and npu-only modes
+    pim: str | None = _device("pim")  # async modes; plain memory in npu-only
+    cpu: str | None = _device("cpu")  # every mode
+    gpu: str | None = _device("gpu")  # gpu-only, specpim
+    specpim_pim: str | None = _device("specpim_pim")  # specpim
+    # 'shared': the NPU streams the target's weights and KV cache from the LPDDR5 ranks the
+    # PIM computes in, over the off-chip bus the PIM's requests use too (spec 4);
+    # 'separate': the authors' artifact; None = the platform's.
     memory_sharing: str | None = described(
-        "'shared': the NPU streams the target's weights and KV cache from the LPDDR5 ranks "
-        "the PIM computes in, over the off-chip bus the PIM's requests use too (spec 4); "
-        "'separate': NPU and PIM have memories of their own (the authors' artifact); None = "
-        "the platform's.",
+        "NPU and PIM share the LPDDR5 ranks and bus, or have memories of their own",
         None,
+        choices=MEMORY_SHARING,
+        default_help=_PLATFORMS,
     )
+    # target-first stripes the draft over the ranks the target leaves; None = the platform's.
     rank_split: str | None = described(
-        "How the PIM's ranks are divided between the draft and the target model: "
-        "'target-first' (the target on the ranks its weights and KV cache need, the draft "
-        "striped over the rest), 'footprint' (each model on just the ranks it needs), "
-        "'fixed' (the PIM file's draft_ranks); None = the platform's.",
+        "how the PIM's ranks are divided between the models: target-first (the target on "
+        "the ranks its weights and KV cache need, the draft on the rest), footprint (each "
+        "on just what it needs) or fixed (the PIM file's draft_ranks)",
         None,
+        choices=RANK_SPLITS,
+        default_help=_PLATFORMS,
     )
+    # None = the platform's: on with shared memory.
     preverify_kv_reuse: bool | None = described(
-        "Whether the NPU skips re-verifying tokens a pre-verification accepted (it reads the "
-        "target KV entries the PIM wrote); None = the platform's (on with shared memory).",
+        "whether the NPU skips re-verifying tokens a pre-verification accepted, reading the "
+        "KV entries the PIM wrote; needs shared memory",
         None,
+        choices={"on": True, "off": False},
+        default_help=_PLATFORMS,
     )
-    draft_model: str | None = described("Override of the pair's draft model.", None)
-    target_model: str | None = described("Override of the pair's target model.", None)
-    specpim_planned_draft: int = described("Draft length SpecPIM's split is balanced for.", 4)
-    draft_queue_tokens: int = described("Unverified-draft budget of the draft queue (tokens).", 64)
+    draft_model: str | None = described("override the pair's draft model", None)
+    target_model: str | None = described("override the pair's target model", None)
+    specpim_planned_draft: int = described(
+        "SpecPIM's K: the draft length its GPU/PIM split is balanced for",
+        4,
+        bounds=(1, KV_LENGTH_MAX),
+    )
+    draft_queue_tokens: int = described(
+        "look-ahead budget: unverified draft tokens the draft queue may hold",
+        64,
+        bounds=(1, KV_LENGTH_MAX),
+    )
+    # The TVC table's UQ(bits-F).F ratios; the default is TVCParams().ratio_bits.
     tvc_ratio_bits: int = described(
-        "TVC table entry width (UQ(bits-F).F ratios; default TVCParams().ratio_bits).",
-        TVCParams().ratio_bits,
+        "TVC table entry width, 16..48 bits", TVCParams().ratio_bits, bounds=(16, 48)
     )
     tvc_cycle_bits: int = described(
-        "TVC cycle-count width (default TVCParams().cycle_bits).", TVCParams().cycle_bits
+        "TVC cycle-count width, 16..48 bits", TVCParams().cycle_bits, bounds=(16, 48)
     )
+    # 'npu': activations cross the off-chip bus, in contention with the verification (paper
+    # 4.1); 'host': nothing contends.
     nonlinear_without_aau: str = described(
-        "Where a PIM without AAU computes its nonlinear operators: 'npu' (the NPU's vector "
-        "unit, activations over the off-chip bus, in contention with the verification; paper "
-        "4.1) or 'host' (the host CPU, nothing contends).",
+        "where pim-async sends the PIM's nonlinear operators: the NPU's vector unit or the "
+        "host CPU",
         "npu",
+        choices=NONLINEAR_WITHOUT_AAU,
+        default_help="({})",
     )
+    # (path, value) pairs: devices.NAME.FIELD, power.NAME.FIELD, models.NAME.FIELD, NAME
+    # @ROLE for the device of that role; applied after the platform's precision, in order.
     spec_overrides: tuple[tuple[str, float], ...] = described(
-        "(path, value) overrides of spec-file numbers: devices.NAME.FIELD, power.NAME.FIELD, "
-        "models.NAME.FIELD; NAME may be @ROLE (@npu, @pim, @cpu, @gpu, @specpim_pim) for the "
-        "device of that role. Applied after the platform's precision, in order.",
+        "override a spec-file number, e.g. devices.npu-mobile.memory_bandwidth=1e11 (NAME "
+        "may be @npu, @pim, ...; repeatable)",
         (),
+        flag="--spec-override",
+        metavar="PATH=VALUE",
+        repeat=True,
     )
+    # (block.field, value) pairs: the fields of ahasd.params.EDCParams, TVCParams, GTSUParams.
     controller_params: tuple[tuple[str, object], ...] = described(
-        "(block.field, value) overrides of the controller parameters (edc., tvc., gtsu.: the "
-        "fields of ahasd.params.EDCParams, TVCParams, GTSUParams).",
+        "override an EDC/TVC/GTSU parameter, e.g. edc.llr_bits=2 (repeatable)",
         (),
+        flag="--controller-param",
+        metavar="BLOCK.FIELD=VALUE",
+        repeat=True,
     )
-    spec_dirs: tuple[str, ...] = described("Extra spec directories (later wins).", ())
+    # Later directories win.
+    spec_dirs: tuple[str, ...] = described(
+        "extra spec directory (repeatable)", (), flag="--spec-dir", repeat=True
+    )
     record_timeline: bool = described("Keep every device task for the Chrome trace.", False)
 
     def __post_init__(self) -> None:

@@ -3,12 +3,13 @@
 One module per group of subcommands, in the order ``ahasd --help`` lists them
 (:data:`COMMAND_MODULES`): :mod:`~ahasd.cli.hw` (``verilog``, ``area``),
 :mod:`~ahasd.cli.trace` (``trace``), :mod:`~ahasd.cli.simulate` (``simulate`` with the
-phone-SoC scenario, ``sweep``, ``report``), :mod:`~ahasd.cli.reproduce` (``reproduce``),
-:mod:`~ahasd.cli.regmap` (``regmap``) and
+phone-SoC scenario), :mod:`~ahasd.cli.sweep` (``sweep``, ``report``),
+:mod:`~ahasd.cli.reproduce` (``reproduce``), :mod:`~ahasd.cli.regmap` (``regmap``) and
 ``cosim``. Each exposes ``register(subparsers)``, which adds its parsers and sets
 ``func(args) -> int`` as the handler. Nothing below this package imports it. Shared pieces:
-:mod:`~ahasd.cli.args` (parser, bounded argument types), :mod:`~ahasd.cli.progress`; every
-file is written through :mod:`ahasd.output`.
+:mod:`~ahasd.cli.args` (parser, bounded argument types), :mod:`~ahasd.cli.options` (the
+system-model commands' options, built from the settings dataclasses),
+:mod:`~ahasd.cli.progress`; every file is written through :mod:`ahasd.output`.
 
 What a user sees when something goes wrong (:func:`main`): a usage error or a
 :class:`ahasd.errors.UserError` is one line on stderr and exit status 2; an interrupt is
@@ -42,6 +43,7 @@ COMMAND_MODULES = [
     "ahasd.cli.hw",
     "ahasd.cli.trace",
     "ahasd.cli.simulate",
+    "ahasd.cli.sweep",
     "ahasd.cli.reproduce",
     "ahasd.cli.regmap",
     "ahasd.cli.cosim",

@@ -9,7 +9,8 @@
 - :func:`path_arg`: a file or folder argument; never the empty string.
 - :class:`UniqueList`: a list option that drops repeated values (order kept) with a note on
   stderr, so ``--policies fixed fixed`` runs ``fixed`` once.
-- The bounds themselves (:data:`SEED_MAX`, ...), each with the reason for its value.
+- The bounds of the options that are no setting's (:data:`JOBS_MAX`, ...), each with the
+  reason for its value; a setting's bounds are in its field's metadata.
 """
 
 from __future__ import annotations
@@ -20,14 +21,11 @@ import sys
 from pathlib import Path
 
 from ahasd.errors import UsageError
-from ahasd.params import TVCParams
 from ahasd.sim.settings import SEED_MAX as _SETTINGS_SEED_MAX
 
 __all__ = [
     "BINS_MAX",
-    "DURATION_MAX_S",
     "JOBS_MAX",
-    "KV_LENGTH_MAX",
     "RECORD_LENGTH_MAX",
     "SEED_MAX",
     "Parser",
@@ -39,10 +37,6 @@ __all__ = [
 
 # Seeds: unsigned 32-bit, the bound the run settings check (a grid's seeds too).
 SEED_MAX = _SETTINGS_SEED_MAX
-# The controller's length fields (TVC L_kv, the KV length the NPU pass reports) are
-# TVCParams.length_bits wide; prompt plus generated tokens must fit them in every mode, so a
-# setting is accepted or refused the same way whichever mode runs it.
-KV_LENGTH_MAX = (1 << TVCParams().length_bits) - 1
 # Recorders run a real model per position (n-gram: about 2 ms each): 100,000 positions is a
 # few minutes and a few MB of trace.
 RECORD_LENGTH_MAX = 100_000
@@ -50,9 +44,6 @@ RECORD_LENGTH_MAX = 100_000
 BINS_MAX = 200
 # Worker processes of a sweep.
 JOBS_MAX = 64
-# Simulated seconds of a phone run: a day. The thermal state settles within minutes; a day
-# of simulated time is minutes of wall time and tens of MB of samples.
-DURATION_MAX_S = 86_400.0
 
 
 def _tidy(message: str) -> str:

@@ -24,15 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ahasd.cli.args import path_arg
-from ahasd.cli.simulate import (
-    RUN_SCHEMA,
-    RUN_TABLE,
+from ahasd.cli.options import (
     add_run_options,
     add_system_options,
     check_devices,
     check_names,
     run_settings,
 )
+from ahasd.cli.simulate import RUN_SCHEMA, RUN_TABLE
 from ahasd.errors import UserError
 from ahasd.output import OutputSet, check_folder
 from ahasd.sim import report

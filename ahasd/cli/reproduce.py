@@ -7,15 +7,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ahasd.cli.args import KV_LENGTH_MAX, SEED_MAX, UniqueList, integer, path_arg, real
+from ahasd.cli.args import UniqueList, integer, path_arg, real
+from ahasd.cli.options import (
+    add_backend_options,
+    add_list_options,
+    add_setting,
+    check_backend,
+    check_names,
+    settings_values,
+)
 from ahasd.cli.progress import Progress
-from ahasd.cli.simulate import add_backend_options, check_backend, check_names
 from ahasd.output import check_folder
 from ahasd.sim.library.loading import load_library
 from ahasd.sim.library.platforms import DEFAULT_PLATFORM
 from ahasd.sim.modes import MODES
 from ahasd.sim.reproduce import ReproduceConfig, run_reproduce
-from ahasd.sim.settings import RunSettings, field_default
+from ahasd.sim.settings import KV_LENGTH_MAX, RunSettings, field_default
 
 __all__ = ["DEFAULT_OUT", "register"]
 
@@ -42,27 +49,12 @@ def register(subparsers) -> None:
         default=DEFAULT_OUT,
         help=f"results and report folder (default: {DEFAULT_OUT})",
     )
-    parser.add_argument(
-        "--platforms", nargs="+", action=UniqueList, help="NPU+PIM platforms (default: all)"
-    )
-    parser.add_argument(
-        "--gpus",
-        nargs="+",
-        action=UniqueList,
-        help="GPU baselines (default: the platforms' gpu_baselines)",
-    )
-    parser.add_argument(
-        "--pairs", nargs="+", action=UniqueList, help="pairs (default: the paper's three)"
-    )
-    parser.add_argument(
-        "--policies", nargs="+", action=UniqueList, help="algorithms (default: the paper's four)"
-    )
-    parser.add_argument(
-        "--seeds",
-        nargs="+",
-        type=integer(0, SEED_MAX),
-        action=UniqueList,
-        help="seeds (default: 0)",
+    add_list_options(
+        parser,
+        platforms="NPU+PIM platforms (default: all)",
+        gpus="GPU baselines (default: the platforms' gpu_baselines)",
+        pairs="pairs (default: the paper's three)",
+        policies="algorithms (default: the paper's four)",
     )
     parser.add_argument(
         "--tokens",
@@ -102,9 +94,7 @@ def register(subparsers) -> None:
         help="PIM throughput scales of the regime map (default: "
         f"{' '.join(f'{v:g}' for v in _default('regime_pim_scale'))})",
     )
-    parser.add_argument(
-        "--spec-dir", action="append", default=[], help="extra spec directory (repeatable)"
-    )
+    add_setting(parser, RunSettings, "spec_dirs")
     add_backend_options(parser)
     parser.set_defaults(func=_reproduce)
 
@@ -126,7 +116,7 @@ def _reproduce(args) -> int:
         tokens=args.tokens,
         sensitivity_platform=args.sensitivity_platform,
         regime_platform=args.regime_platform,
-        spec_dirs=tuple(str(Path(d).resolve()) for d in args.spec_dir),
+        **settings_values(args, ["spec_dirs"]),
     )
     library = load_library(config.spec_dirs)
     check_names(library, MODES, config.pairs, (*config.policies, *config.regime_policies))

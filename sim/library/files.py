@@ -35,8 +35,10 @@ SPEC_VALUE_MIN = 1e-12
 SPEC_VALUE_MAX = 1e18
 
 
-def described(text: str, default=None):
-    return field(default=default, metadata={"help": text})
+def described(text: str, default=None, **metadata):
+    """A dataclass field with a default and a help text, plus any further ``metadata`` (the
+    command-line details of a run setting, read by :mod:`ahasd.cli.options`)."""
+    return field(default=default, metadata={"help": text, **metadata})
 
 
 @dataclass(frozen=True)

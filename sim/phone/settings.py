@@ -14,6 +14,7 @@ from ahasd.errors import UserError
 
 __all__ = [
     "DRAFT_WEIGHTS",
+    "DURATION_MAX_S",
     "MIX_ORDER",
     "PHONE_MODES",
     "PHONE_MODE_TABLE",
@@ -21,6 +22,7 @@ __all__ = [
     "TASKS",
     "TASK_DRAFT_LENGTH",
     "TASK_PRESET_TASK",
+    "TEMPERATURE_RANGE",
     "PhoneMode",
     "PhoneSettings",
     "find_phone_mode",
@@ -57,6 +59,12 @@ TASK_PRESET_TASK = {"code": "code", "dialogue": "mixed", "text": "translation"}
 TASKS = (*TASK_DRAFT_LENGTH, "mix")
 MIX_ORDER = ("code", "dialogue", "text")
 SKIN_LIMIT_RANGE = (42.0, 45.0)
+# Ambient and start temperatures, C.
+TEMPERATURE_RANGE = (-20.0, 60.0)
+_TEMPERATURES = f"{TEMPERATURE_RANGE[0]:g}..{TEMPERATURE_RANGE[1]:g} C"
+# Simulated seconds of a phone run: a day. The thermal state settles within minutes; a day
+# of simulated time is minutes of wall time and tens of MB of samples.
+DURATION_MAX_S = 86_400.0
 DRAFT_WEIGHTS = ("sram", "spill")
 
 
@@ -70,31 +78,86 @@ def find_phone_mode(name: str) -> PhoneMode:
 
 @dataclass(frozen=True)
 class PhoneSettings:
-    """One sustained phone run (what ``ahasd simulate --platform`` takes)."""
+    """One sustained phone run (what ``ahasd simulate --platform`` takes).
+
+    The help texts of the fields only a phone run has are the ones their flags print; the
+    rest of their metadata says how the flag reads them (:mod:`ahasd.cli.options`).
+    """
 
     platform: str = field(metadata={"help": "Platform name (sim/specs/platforms)."})
     mode: str = field(default="npu-gpu-hetero", metadata={"help": "One of PHONE_MODES."})
     pair: str | None = field(default=None, metadata={"help": "Pair; None = the platform's."})
     policy: str = field(default="threshold", metadata={"help": "Drafting policy."})
     fallback: bool = field(default=True, metadata={"help": "Autoregression fallback."})
-    task: str = field(default="mix", metadata={"help": "code, dialogue, text or mix."})
-    duration_s: float = field(default=600.0, metadata={"help": "Simulated seconds."})
+    task: str = field(
+        default="mix",
+        metadata={
+            "help": f"task type: {', '.join(TASKS)}",
+            "default_help": "(mix: requests cycle; default: {})",
+        },
+    )
+    duration_s: float = field(
+        default=600.0,
+        metadata={
+            "help": f"simulated seconds of generation, at most {DURATION_MAX_S:g}",
+            "flag": "--duration",
+            "bounds": (0.0, DURATION_MAX_S),
+            "low_open": True,
+        },
+    )
     tokens: int = field(default=1024, metadata={"help": "Tokens per request."})
     prompt_tokens: int = field(default=128, metadata={"help": "KV length at request start."})
     seed: int = field(default=0, metadata={"help": "Seed of traces, outcomes, policy."})
-    dram_pj_per_bit: float | None = field(default=None, metadata={"help": "DRAM override."})
-    skin_limit_c: float | None = field(default=None, metadata={"help": "Skin limit override."})
-    ambient_c: float | None = field(default=None, metadata={"help": "Ambient override."})
-    start_c: float | None = field(default=None, metadata={"help": "Start temp (ambient)."})
+    # The overrides below default to None, the platform's (its spec and thermal files).
+    dram_pj_per_bit: float | None = field(
+        default=None,
+        metadata={
+            "help": "DRAM energy, pJ/bit, at most 1000",
+            "bounds": (0.0, 1000.0),
+            "low_open": True,
+            "default_help": "(default: the platform's spec files, 10)",
+        },
+    )
+    skin_limit_c: float | None = field(
+        default=None,
+        metadata={
+            "help": f"skin throttle limit, {SKIN_LIMIT_RANGE[0]:g}..{SKIN_LIMIT_RANGE[1]:g} C",
+            "flag": "--skin-limit",
+            "bounds": SKIN_LIMIT_RANGE,
+            "default_help": "(default: 45)",
+        },
+    )
+    ambient_c: float | None = field(
+        default=None,
+        metadata={
+            "help": f"ambient temperature, {_TEMPERATURES}",
+            "flag": "--ambient",
+            "bounds": TEMPERATURE_RANGE,
+            "default_help": "(default: 25)",
+        },
+    )
+    start_c: float | None = field(
+        default=None,
+        metadata={
+            "help": f"initial die/skin temperature, {_TEMPERATURES}",
+            "flag": "--start-temp",
+            "bounds": TEMPERATURE_RANGE,
+            "default_help": "(default: the ambient)",
+        },
+    )
+    # spill: capacity enforced.
     draft_weights: str = field(
         default="spill",
         metadata={
-            "help": "spill: the part of the draft's weights that does not fit the NPU's SRAM "
-            "streams from LPDDR5X (capacity enforced); sram: every weight read from SRAM as "
-            "if it fit (spec section 5's reading)."
+            "help": "spill: the draft weights that do not fit the NPU's SRAM stream from "
+            "LPDDR5X; sram: all read from SRAM as if they fit (spec section 5's reading)"
         },
     )
-    arbiter: bool = field(default=True, metadata={"help": "Shorten drafts above arbiter_c."})
+    # Shortens drafts above the thermal model's arbiter_c.
+    arbiter: bool = field(
+        default=True,
+        metadata={"help": "do not shorten drafts above 41 C skin", "flag": "--no-arbiter"},
+    )
     policy_params: tuple = field(default=(), metadata={"help": "Policy keyword arguments."})
     spec_dirs: tuple = field(default=(), metadata={"help": "Extra spec directories."})
 
@@ -138,9 +201,11 @@ class PhoneSettings:
             )
         for name in ("ambient_c", "start_c"):
             value = getattr(self, name)
-            if value is not None and not (_real(value) and -20.0 <= value <= 60.0):
+            coldest, hottest = TEMPERATURE_RANGE
+            if value is not None and not (_real(value) and coldest <= value <= hottest):
                 raise UserError(
-                    f"{name.removesuffix('_c')} must be a temperature in -20..60 C, not {value!r}"
+                    f"{name.removesuffix('_c')} must be a temperature in {_TEMPERATURES}, "
+                    f"not {value!r}"
                 )
 
 
