@@ -27,7 +27,7 @@ from ahasd.sim.library.loading import SpecLibrary
 from ahasd.sim.library.platforms import DEVICE_SETTINGS
 from ahasd.sim.modes import prepare_run
 from ahasd.sim.modes.hardware import ASSEMBLY_ROLES
-from ahasd.sim.settings import RunSettings, controller_params
+from ahasd.sim.settings import RunSettings
 from ahasd.sim.traces.format import builtin_trace_paths
 
 __all__ = ["model_version", "run_identity", "scenario_label", "settings_key"]
@@ -115,7 +115,7 @@ def run_identity(settings: RunSettings, library: SpecLibrary) -> dict:
         "models": [_spec_dict(draft), _spec_dict(target)],
     }
     if mode.engine == "async":
-        specs["controller"] = [p.as_dict() for p in controller_params(resolved)]
+        specs["controller"] = [p.as_dict() for p in prepared.controller]
     config_hash = _digest({"settings": config, "specs": specs})
     trace_hash = _trace_hash(resolved, pair.preset)
     version = model_version()

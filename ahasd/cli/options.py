@@ -33,14 +33,13 @@ from ahasd.sim import policies
 from ahasd.sim.grid import PAPER_GRID
 from ahasd.sim.library.platforms import DEVICE_SETTINGS
 from ahasd.sim.modes import MODES, find_mode
+from ahasd.sim.modes.prepare import PreparedRun, prepare_run
 from ahasd.sim.phone import PHONE_MODES, PhoneSettings
 from ahasd.sim.policies import POLICY_NAMES
 from ahasd.sim.settings import (
     KV_LENGTH_MAX,
     RunSettings,
-    controller_params,
     field_default,
-    resolve,
 )
 from ahasd.sim.sweep import BACKENDS
 
@@ -61,6 +60,7 @@ __all__ = [
     "check_devices",
     "check_lengths",
     "check_names",
+    "check_prepared",
     "parse_assignments",
     "parse_policy_params",
     "policy_parameters",
@@ -478,11 +478,15 @@ def check_names(library, modes, pairs, policies) -> None:
 def check_devices(library, settings: RunSettings) -> None:
     """UserError on an unknown platform, a device of ``settings`` that is unknown or of the
     wrong kind, a bad spec override or controller parameter, or an unknown model override."""
-    resolve(settings, library)
-    controller_params(settings)
-    for name in (settings.draft_model, settings.target_model):
+    check_prepared(prepare_run(settings, library))
+
+
+def check_prepared(prepared: PreparedRun) -> None:
+    """UserError on an unknown model override of a prepared run (its platform, devices, spec
+    overrides and controller parameters were checked when it was prepared)."""
+    for name in (prepared.settings.draft_model, prepared.settings.target_model):
         if name is not None:
-            library.model(name)
+            prepared.library.model(name)
 
 
 def wrote(outputs: dict[Path, bool], folder: Path) -> str:

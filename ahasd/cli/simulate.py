@@ -24,9 +24,9 @@ from ahasd.cli.options import (
     add_phone_options,
     add_run_options,
     add_system_options,
-    check_devices,
     check_lengths,
     check_names,
+    check_prepared,
     parse_policy_params,
     run_settings,
     wrote,
@@ -36,17 +36,12 @@ from ahasd.errors import UserError
 from ahasd.output import OutputSet, check_folder
 from ahasd.sim import report
 from ahasd.sim.library.loading import load_library
-from ahasd.sim.library.platforms import DEVICE_SETTINGS
-from ahasd.sim.modes import MODE_TABLE, simulate
-from ahasd.sim.phone import (
-    PHONE_MODE_TABLE,
-    PHONE_MODES,
-    PhoneSettings,
-    find_platform,
-    simulate_phone,
-)
+from ahasd.sim.library.platforms import DEVICE_SETTINGS, PLATFORM_KIND
+from ahasd.sim.modes import MODE_TABLE, find_mode
+from ahasd.sim.phone import PHONE_MODE_TABLE, PHONE_MODES, PhoneSettings
 from ahasd.sim.phone.figures import phone_figure
-from ahasd.sim.phone.platform import known_platforms
+from ahasd.sim.phone.platform import PHONE_KIND
+from ahasd.sim.scenarios import SCENARIOS, Scenario, scenario_of
 from ahasd.sim.settings import RunSettings, field_default
 
 __all__ = [
@@ -123,18 +118,23 @@ def register(subparsers) -> None:
 
 
 def _simulate(args) -> int:
-    if _wants_phone(args):
-        return _simulate_phone(args)
+    scenario = _scenario(args)
+    if scenario.kind == PHONE_KIND:
+        return _simulate_phone(args, scenario)
     missing = [f"--{name}" for name in ("mode", "pair", "policy") if getattr(args, name) is None]
     if missing:
         raise UserError(f"simulate needs {', '.join(missing)} (or --platform for a phone SoC)")
     settings = run_settings(args, record_timeline=args.out is not None)
     library = load_library(settings.spec_dirs)
-    check_names(library, [settings.mode], [settings.pair], [settings.policy])
-    check_devices(library, settings)
+    # The run's one lookup of its mode and one resolution of its settings: the prepared run
+    # carries both to the hardware and the engine.
+    mode = find_mode(settings.mode)
+    check_names(library, [], [settings.pair], [settings.policy])
+    prepared = scenario.prepare(settings, library, mode=mode)
+    check_prepared(prepared)
     if args.out is not None:
         check_folder(args.out, option="--out", files=SIMULATE_FILES)
-    result = simulate(settings, library=library)
+    result = scenario.run(prepared)
     summary = {"schema": RUN_SCHEMA, **result.summary}
     written = {}
     if args.out is not None:
@@ -172,23 +172,23 @@ def _simulate(args) -> int:
 # -- the phone-SoC scenario (``ahasd simulate --platform``) -----------------------------------
 
 
-def _wants_phone(args) -> bool:
-    """True with --platform naming a phone SoC; a phone-only option without one is a
-    UserError."""
-    spec_dirs = [str(Path(d).resolve()) for d in args.spec_dir]
-    if args.platform is not None and args.platform not in load_library(spec_dirs).platforms:
-        if args.platform in known_platforms(spec_dirs):
-            return True
-        load_library(spec_dirs).platform(args.platform)  # unknown: the error lists both kinds
+def _scenario(args) -> Scenario:
+    """The scenario of --platform (the NPU+PIM one without it); a phone-only option outside
+    the phone scenario is a UserError."""
+    spec_dirs = tuple(str(Path(d).resolve()) for d in args.spec_dir)
+    if args.platform is not None:
+        scenario = scenario_of(args.platform, spec_dirs)
+        if scenario.kind == PHONE_KIND:
+            return scenario
     if args.no_arbiter:
         raise UserError("--no-arbiter needs --platform with a phone SoC")
     for name in PHONE_VALUE_OPTIONS:
         if getattr(args, name) is not None:
             raise UserError(f"--{name.replace('_', '-')} needs --platform with a phone SoC")
-    return False
+    return SCENARIOS[PLATFORM_KIND]
 
 
-def _simulate_phone(args) -> int:
+def _simulate_phone(args, scenario: Scenario) -> int:
     """``ahasd simulate --platform P``: run, print a table or JSON, write figures with --out.
 
     One mode prints (and writes as ``summary.json``) one object; ``--mode all`` a JSON array
@@ -236,16 +236,16 @@ def _simulate_phone(args) -> int:
         PhoneSettings(**common) if mode is None else PhoneSettings(mode=mode, **common)
         for mode in modes
     ]
-    find_platform(args.platform, common["spec_dirs"])
+    prepared = [scenario.prepare(one) for one in settings]
     if args.out is not None:
         check_folder(args.out, option="--out", files=PHONE_FILES)
     results = []
-    for number, one in enumerate(settings):
+    for number, (one, run) in enumerate(zip(settings, prepared, strict=True)):
         label = f"{args.platform} {one.mode}" + (
             f" ({number + 1}/{len(settings)})" if len(settings) > 1 else ""
         )
         bar = Progress(label, one.duration_s, "simulated s")
-        results.append(simulate_phone(one, progress=bar.update))
+        results.append(scenario.run(run, progress=bar.update))
         bar.close()
     rows = []
     for result in results:

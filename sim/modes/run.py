@@ -32,7 +32,7 @@ from ahasd.sim.modes.tvc_widths import (
     width_option,
 )
 from ahasd.sim.policies import make_policy
-from ahasd.sim.settings import RunSettings, controller_params
+from ahasd.sim.settings import RunSettings
 from ahasd.sim.traces.format import Trace
 from ahasd.sim.traces.sources import resolve_trace
 
@@ -87,7 +87,7 @@ def _async_arguments(
     presets = tvc_presets(hardware, settings.prompt_tokens)
     guard = None
     if mode.tvc:  # refuse widths the run would saturate, before it starts and while it runs
-        check_tvc_widths(settings, hardware, presets)
+        check_tvc_widths(settings, hardware, presets, tvc_params)
         options = {f: width_option(settings, f) for f in ("ratio_bits", "cycle_bits")}
         where = run_description(settings, hardware)
         guard = TVCWidthGuard(tvc_params, presets, where, options)
@@ -148,7 +148,7 @@ def simulate_prepared(
     hardware : cost models instead of :func:`build_hardware` (tests inject fixed costs).
     """
     settings, library = prepared.settings, prepared.library
-    params = controller_params(settings)
+    params = prepared.controller
     pair = library.pair(settings.pair)
     if policy is None:
         policy = make_policy(

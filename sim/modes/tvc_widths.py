@@ -164,14 +164,11 @@ def width_option(settings, field: str) -> str:
     return f"--tvc-{field.replace('_', '-')} {getattr(settings, 'tvc_' + field)}"
 
 
-def check_tvc_widths(settings, hardware, presets: dict[str, int]) -> TVCBounds:
-    """Refuse (:class:`~ahasd.errors.UserError`, one line) a run whose TVC widths
-    (``settings.tvc_ratio_bits``, ``settings.tvc_cycle_bits``) cannot hold the largest values
-    of :func:`tvc_bounds`; return the bounds otherwise."""
-    from ahasd.sim.settings import controller_params
-
-    # The run's TVC as built (a --controller-param tvc.cycle_bits wins over --tvc-cycle-bits).
-    params = controller_params(settings)[1]
+def check_tvc_widths(settings, hardware, presets: dict[str, int], params) -> TVCBounds:
+    """Refuse (:class:`~ahasd.errors.UserError`, one line) a run whose TVC widths cannot hold
+    the largest values of :func:`tvc_bounds`; return the bounds otherwise. ``params`` are the
+    run's TVC parameters as built (a ``--controller-param tvc.cycle_bits`` wins over
+    ``--tvc-cycle-bits``: the prepared run's)."""
     bounds = tvc_bounds(settings, hardware, presets, params)
     problems = []
     for field, width, values in (
@@ -263,4 +260,5 @@ def check_tvc_widths_for_runs(runs, library) -> None:
             continue
         hardware = build_hardware(prepared)
         resolved = prepared.settings
-        check_tvc_widths(resolved, hardware, tvc_presets(hardware, resolved.prompt_tokens))
+        presets = tvc_presets(hardware, resolved.prompt_tokens)
+        check_tvc_widths(resolved, hardware, presets, prepared.controller[1])

@@ -312,9 +312,10 @@ def test_the_bounds_follow_the_cost_model():
     settings = RunSettings(mode="ahasd", pair="opt-1.3b-6.7b", policy="svip", tokens=1024,
                            tvc_ratio_bits=40, tvc_cycle_bits=40,
                            platform="table2-whole-memory")  # fmt: skip
-    hardware = build_hardware(prepare_run(settings, load_library()))
+    prepared = prepare_run(settings, load_library())
+    hardware = build_hardware(prepared)
     presets = tvc_presets(hardware, 128)
-    bounds = check_tvc_widths(settings, hardware, presets)
+    bounds = check_tvc_widths(settings, hardware, presets, prepared.controller[1])
     clock = 800e6
     preverify = hardware.preverify_pass(6, 128).seconds * clock * 256
     assert bounds.ratios["PVCT"] == presets["pvct"] == pytest.approx(preverify, rel=1e-9)

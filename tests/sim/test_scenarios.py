@@ -116,8 +116,9 @@ def test_a_phone_file_with_a_kind_is_a_phone_platform(tmp_path):
 
 
 def _count_calls(monkeypatch, function) -> list:
-    """Replace ``function`` by a counting wrapper in every loaded ``ahasd.sim`` module that
-    holds it (its own and every importer's), so a lookup anywhere in a run is counted."""
+    """Replace ``function`` by a counting wrapper in every loaded ``ahasd.sim`` and
+    ``ahasd.cli`` module that holds it (its own and every importer's), so a lookup anywhere
+    in a run is counted."""
     calls = []
 
     def counted(*args, **kwargs):
@@ -125,7 +126,8 @@ def _count_calls(monkeypatch, function) -> list:
         return function(*args, **kwargs)
 
     for name, module in list(sys.modules.items()):
-        if name.startswith("ahasd.sim") and getattr(module, function.__name__, None) is function:
+        in_scope = name.startswith(("ahasd.sim", "ahasd.cli"))
+        if in_scope and getattr(module, function.__name__, None) is function:
             monkeypatch.setattr(module, function.__name__, counted)
     assert calls == []
     return calls
@@ -143,6 +145,28 @@ def test_a_run_resolves_its_settings_and_finds_its_mode_once(monkeypatch, mode):
     assert summary["tokens"] == 32
     assert len(resolved) == 1
     assert [args[0] for args in found] == [mode]
+
+
+@pytest.mark.parametrize("mode", ["ahasd", "npu-only"])
+def test_simulate_on_the_command_line_looks_its_run_up_once(monkeypatch, capsys, mode):
+    # From the command line to the engine: one lookup of the mode row, one resolution of
+    # the settings, one derivation of the controller's parameters.
+    import ahasd.cli.simulate  # the command's modules loaded before they are counted
+    from ahasd.cli import main
+    from ahasd.sim.modes.table import find_mode
+    from ahasd.sim.settings import controller_params, resolve
+
+    assert ahasd.cli.simulate.RUN_SCHEMA
+    counted = {f.__name__: _count_calls(monkeypatch, f) for f in (find_mode, resolve)}
+    counted["controller_params"] = _count_calls(monkeypatch, controller_params)
+    argv = ["simulate", "--mode", mode, "--pair", "opt-1.3b-6.7b", "--policy", "svip"]
+    assert main([*argv, "--tokens", "32", "--json"]) == 0
+    assert '"tokens": 32' in capsys.readouterr().out
+    assert {name: len(calls) for name, calls in counted.items()} == {
+        "find_mode": 1,
+        "resolve": 1,
+        "controller_params": 1,
+    }
 
 
 def test_a_phone_run_finds_its_mode_platform_and_library_once(monkeypatch):
