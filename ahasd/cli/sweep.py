@@ -43,10 +43,11 @@ from ahasd.sim import comparison, report
 from ahasd.sim.grid import GRIDS, PAPER_GRID
 from ahasd.sim.grid_files import check_one_setter_per_field, expand, load_grid
 from ahasd.sim.library.loading import load_library
-from ahasd.sim.library.platforms import DEFAULT_PLATFORM
+from ahasd.sim.library.platforms import DEFAULT_PLATFORM, PLATFORM_KIND
 from ahasd.sim.modes import MODES, check_tvc_widths_for_runs
 from ahasd.sim.policies import make_policy
 from ahasd.sim.results import RESULTS_FILE, ROW_SCHEMA, finished_rows, read_results
+from ahasd.sim.scenarios import SCENARIOS
 from ahasd.sim.settings import RunSettings, field_default, resolve
 from ahasd.sim.sweep import run_sweep
 from ahasd.sim.traces.sources import resolve_trace
@@ -156,7 +157,8 @@ def _grid_points(args) -> list[RunSettings]:
     paper grid's), each only where the grid file does not name it."""
     base = system_settings(args)
     if args.platforms == ["all"]:
-        args.platforms = sorted(load_library(tuple(args.spec_dir)).platforms)
+        # Sweeps run the NPU+PIM scenario: its platforms, by the scenario table.
+        args.platforms = sorted(SCENARIOS[PLATFORM_KIND].platforms(tuple(args.spec_dir)))
     given = {
         "pair": args.pairs,
         "policy": args.policies,
