@@ -22,19 +22,23 @@ driver
     queue's writer. ``cpu``: the pre-verification queue's writer.
 monitor
     :class:`ahasd.hw.tb.top.ControllerTopMonitor`: every transfer and output of a domain in
-    one cycle, and the register access the AXI bridge hands the register file.
+    one cycle, from the top's ports alone; the register accesses rebuilt from the AXI4-Lite
+    handshakes (a read at the edge that takes it, a write at its B response, the cycle
+    after). ``AHASD_CROSS_CHECK_ACCESSES=1`` also watches the register file's access port
+    inside the top and asserts that both saw the same accesses at the same edges
+    (:class:`AccessCrossCheck`; not on the mutation campaign's flattened netlist).
 model
     :class:`ahasd.golden.top.GoldenTop`. Per PIM cycle the scoreboard applies, in the model's
-    order: the reads issued, the events and queue transfers taken at the edge, ``step``
-    (the GTSU with the ``want_preverify`` the RTL shows, since the queue's synchroniser
-    latency is not modelled), then the bus write taken at that edge.
+    order: the bus write taken at the last edge, the reads issued, the events and queue
+    transfers taken at the edge, then ``step`` (the GTSU with the ``want_preverify`` the RTL
+    shows, since the queue's synchroniser latency is not modelled).
 checker
     :class:`Scoreboard`: every EDC decision (all fields) and every TVC answer (``n`` and
     ``C_left``) in order, every entry out of every queue and every squash, the GTSU's outputs
     in every cycle, ``want_preverify`` in both directions (never high with no order pending,
     high within the synchroniser's 4 PIM cycles of one becoming pending), every register
-    access (read data, SLVERR) at the cycle the register file takes it and again as the AXI
-    response, and the interrupt output. Reads of EDC registers
+    access's AXI response (read data, ``RRESP``/``BRESP``) against the golden model at the
+    edge the register file takes it, and the interrupt output. Reads of EDC registers
     and of the interrupt causes are compared when the EDC has settled (no event for 4
     cycles), of TVC registers when the TVC has been idle for 3: the golden EDC and TVC apply
     an event at once, the RTL a few cycles later (``ahasd.golden.top``). Queue levels read through
@@ -79,11 +83,13 @@ from ahasd.golden.edc import COUNTER_NAMES
 from ahasd.golden.gtsu import TASK_CODES
 from ahasd.golden.queues import DraftEntry, FeedbackEntry, PreverifyEntry, pack, unpack
 from ahasd.golden.top import GoldenTop
+from ahasd.hw.axi_lite import Resp
 from ahasd.hw.tb.checker import ErrorLog, InOrderChecker
 from ahasd.hw.tb.clocking import EdgeLoop, LoopTask, wait_until
-from ahasd.hw.tb.pins import write_immediately
+from ahasd.hw.tb.pins import Pin, write_immediately
 from ahasd.hw.tb.top import (
     TABLE_CODES,
+    WORD_SHIFT,
     ControllerTopDriver,
     ControllerTopMonitor,
     CpuCycle,
@@ -94,6 +100,10 @@ from ahasd.hw.tvc import Op, Table
 from ahasd.params import TopParams
 
 EVENTS = int(os.environ.get("AHASD_EVENTS", "20000"))
+# Compare the accesses the monitor rebuilds from the AXI port with the register file's
+# access port inside the top (the generated Verilog has it, the mutation netlist does not).
+CROSS_CHECK_ACCESSES = os.environ.get("AHASD_CROSS_CHECK_ACCESSES") == "1"
+OKAY, SLVERR = Resp.OKAY.value, Resp.SLVERR.value
 PERIODS_PS = {"pim": 1250, "npu": 1000, "cpu": 1500}
 COUNTS = (
     "edc_events",
@@ -161,6 +171,19 @@ class EdcEvent:
     args: tuple
     bits: int
     probes: int
+
+
+@dataclass
+class ReadTaken:
+    """A read the register file took, waiting for its R response: the golden answer, whether
+    it is compared (the blocks it shows had settled), and the pending change of the register
+    it would observe with the register's golden view then (``change`` None: none)."""
+
+    name: str
+    expected: tuple[int, bool]  # (value, ok)
+    check: bool
+    change: tuple | None
+    view: object
 
 
 # -- which registers each event changed (the register-visible effects) ---------------------
@@ -340,11 +363,15 @@ class ChangeRecord:
                 best, fewest = name, count
         return best
 
-    def observe(self, name: str) -> bool:
-        """A checked read of ``name`` (its low word) showed the golden value of now; False
-        if the register changed since without a recorded event (a testbench fault)."""
-        kinds, view = self.pending.pop(name)
-        if self.views[name]() != view:
+    def observe(self, name: str, change: tuple, view_then) -> bool:
+        """A checked read of ``name`` (its low word), taken when ``change`` was its pending
+        change and its golden view ``view_then``, showed the golden value; False if the
+        register had changed without a recorded event (a testbench fault). The answer comes
+        a cycle after the read: a change recorded meanwhile stays pending."""
+        kinds, view = change
+        if self.pending.get(name) is change:
+            del self.pending[name]
+        if view_then != view:
             return False
         self.observed += 1
         for kind in kinds:
@@ -373,7 +400,8 @@ class Scoreboard:
             for name in ("draft", "feedback", "pre-verification")
         }
         self.snapshot_checked: dict[str, bool] = {}  # 64-bit registers: low word checked
-        self.bus_answers: deque[tuple[int, bool]] = deque()  # (rdata, ok) per access taken
+        # Reads taken, waiting for their R response (the next cycle's).
+        self.reads_taken: deque[ReadTaken] = deque()
         self.switches_before_resets = 0  # GTSU switches counted before soft resets
         self.counts = dict.fromkeys(COUNTS, 0)
         self.preverify_unseen = 0  # PIM cycles an order has been pending with want low
@@ -404,13 +432,13 @@ class Scoreboard:
         )
 
     # register accesses
-    def register_read(self, address: int, answer: tuple[int, bool], settled, levels) -> None:
-        """A read of the word at ``address`` taken this cycle, answered ``answer``."""
+    def register_read(self, address: int, settled, levels) -> None:
+        """A read of the word at ``address`` taken at this edge: what it must answer, from
+        the golden model before the edge (:meth:`read_answered` compares)."""
         golden = self.golden
         found = golden.regmap.at(address)
         name = found[0].name if found else None
         expected = golden.bus_read(address)  # always: it keeps the golden snapshots in step
-        _, ok = expected
         caught_up = True  # a level: the RTL's shows the golden queue's
         if name in LEVELS:
             caught_up = expected[0] == levels[LEVELS[name]]
@@ -421,28 +449,31 @@ class Scoreboard:
                 self.snapshot_checked[name] = check
             else:
                 check = check and self.snapshot_checked.get(name, False)
-        self.bus_answers.append((answer[0], not answer[1]))
-        if not check:
+        change = view = None
+        if found and found[1] == 0 and caught_up and name in self.record.pending:
+            change = self.record.pending[name]
+            view = self.record.views[name]()
+        self.reads_taken.append(ReadTaken(name or hex(address), expected, check, change, view))
+
+    def read_answered(self, rdata: int, rresp: int) -> None:
+        """The R response of the read taken at the last edge."""
+        read = self.reads_taken.popleft()
+        if not read.check:
             self.counts["reads_unchecked"] += 1
             return
+        value, ok = read.expected
         self.counts["reads_checked"] += 1
         self.counts["slverr"] += not ok
-        if (answer[0], not answer[1]) != expected:
+        if (rdata, rresp) != (value if ok else 0, OKAY if ok else SLVERR):
             self.errors.add(
-                f"read {name or hex(address)}: RTL {answer[0]:#x} ok={not answer[1]}, "
-                f"golden {expected[0]:#x} ok={expected[1]}"
+                f"read {read.name}: RTL {rdata:#x} RRESP {rresp}, golden {value:#x} ok={ok}"
             )
-        elif (
-            found
-            and found[1] == 0
-            and caught_up
-            and name in self.record.pending
-            and not self.record.observe(name)
-        ):
-            self.errors.add(f"{name} changed in the golden model with no event recorded")
+        elif read.change is not None and not self.record.observe(read.name, read.change, read.view):
+            self.errors.add(f"{read.name} changed in the golden model with no event recorded")
 
-    def register_write(self, address: int, data: int, strobe: int, error: bool) -> None:
-        """A write taken at this edge (after :meth:`edge`)."""
+    def register_write(self, address: int, data: int, strobe: int, bresp: int) -> None:
+        """A write taken at the last edge (its B response is this cycle's), applied before
+        anything of this cycle."""
         golden = self.golden
         switches = golden.gtsu.switches
         record = self.record
@@ -458,9 +489,8 @@ class Scoreboard:
         record.after(kind, names, before)
         if golden.gtsu.switches < switches:  # a soft reset of the GTSU clears its count
             self.switches_before_resets += switches
-        self.bus_answers.append((0, ok))
-        if ok == error:
-            self.errors.add(f"write {name}: RTL error={error}, golden ok={ok}")
+        if bresp != (OKAY if ok else SLVERR):
+            self.errors.add(f"write {name}: RTL BRESP {bresp}, golden ok={ok}")
         self.counts["soft_resets" if name == "SOFT_RESET" else "writes"] += 1
         self.counts["slverr"] += not ok
 
@@ -876,12 +906,18 @@ class Stimulus:
         """Apply this cycle's transfers (sampled in ``ReadOnly``) to the scoreboard, then
         the edge and the register write taken at it."""
         board, golden, d = self.board, self.golden, self.driver
+        if sample.write is not None:
+            word, data, strobe, bresp = sample.write
+            board.register_write(word << WORD_SHIFT, data, strobe, bresp)
+            if golden.regmap.at(word << WORD_SHIFT) == (golden.regmap.get("SOFT_RESET"), 0):
+                self.tvc_idle_run = 0
+        if sample.read_answer is not None:
+            board.read_answered(*sample.read_answer)
         if self.edc_settled() and self.tvc_settled():
             board.check_irq(sample.irq)
-        access = sample.access
-        if access is not None and not access[0]:
+        if sample.read is not None:
             levels = {port: d.queues.level(port) for port in LEVELS.values()}
-            board.register_read(access[1] << 2, sample.access_answer, self.settled, levels)
+            board.register_read(sample.read << WORD_SHIFT, self.settled, levels)
         board.check_gtsu(sample)
         if (
             self.edc_event is not None
@@ -926,10 +962,6 @@ class Stimulus:
             board.preverify_read(sample.preverify_read)
 
         board.edge(self.want_draft and not self.pinned, sample.want_preverify)
-        if access is not None and access[0]:
-            board.register_write(access[1] << 2, access[2], access[3], sample.access_answer[1])
-            if golden.regmap.at(access[1] << 2) == (golden.regmap.get("SOFT_RESET"), 0):
-                self.tvc_idle_run = 0
         self.cycle += 1
 
     # -- the NPU and CPU sides -------------------------------------------------------------
@@ -1021,6 +1053,59 @@ class Stimulus:
         return script
 
 
+class AccessCrossCheck:
+    """The monitor's register accesses (rebuilt from the AXI port) against the register
+    file's access port inside the top (``registers.access__*``), edge by edge.
+
+    Each side lists ``(pim cycle the access is taken at, write, word address, WDATA, WSTRB,
+    RDATA, refused)`` (WDATA/WSTRB 0 for a read, RDATA 0 for a write or a refused read).
+    """
+
+    def __init__(self, dut) -> None:
+        regs = dut.registers
+        self._valid, self._ready = Pin(regs.access__valid), Pin(regs.access__ready)
+        self._fields = tuple(
+            Pin(getattr(regs, f"access__{name}"))
+            for name in ("write", "addr", "wdata", "wstrb", "rdata", "error")
+        )
+        self.inside: list[tuple] = []
+        self.port: list[tuple] = []
+        self._read: tuple[int, int] | None = None  # (cycle, word) waiting for its R response
+
+    def sample(self, cycle: int, sample: PimCycle) -> None:
+        """Both views of pim cycle ``cycle`` (``ReadOnly``)."""
+        if self._valid.read() and self._ready.read():
+            write, word, wdata, wstrb, rdata, error = (pin.read() for pin in self._fields)
+            if write:
+                self.inside.append((cycle, True, word, wdata, wstrb, 0, bool(error)))
+            else:
+                self.inside.append((cycle, False, word, 0, 0, 0 if error else rdata, bool(error)))
+        if sample.write is not None:
+            word, wdata, wstrb, bresp = sample.write
+            self.port.append((cycle - 1, True, word, wdata, wstrb, 0, bresp != OKAY))
+        if sample.read_answer is not None:
+            rdata, rresp = sample.read_answer
+            cycle_taken, word = self._read
+            self.port.append((cycle_taken, False, word, 0, 0, rdata, rresp != OKAY))
+            self._read = None
+        if sample.read is not None:
+            self._read = (cycle, sample.read)
+
+    def check(self) -> int:
+        """Assert that both sides saw the same accesses; returns how many."""
+        for number, (port, inside) in enumerate(zip(self.port, self.inside, strict=False)):
+            if port != inside:
+                raise AssertionError(
+                    f"access {number}: rebuilt from the AXI port {port}, inside the top {inside}"
+                )
+        if len(self.port) != len(self.inside):
+            raise AssertionError(
+                f"{len(self.port)} accesses rebuilt from the AXI port, {len(self.inside)} "
+                "inside the top"
+            )
+        return len(self.port)
+
+
 class TB:
     """Driver, monitor, model and checker of the top, and one loop per clock domain.
 
@@ -1033,6 +1118,7 @@ class TB:
         self.dut = dut
         self.driver = ControllerTopDriver(dut, params)
         self.monitor = ControllerTopMonitor(self.driver)
+        self.cross_check = AccessCrossCheck(dut) if CROSS_CHECK_ACCESSES else None
         self.board = Scoreboard(params, lambda: f"pim cycle {self.stimulus.cycle}")
         self.stimulus = Stimulus(self.driver, self.board)
         # The CPU's coroutine is stepped by the PIM loop, in its phases (it drives first, so
@@ -1080,7 +1166,10 @@ class TB:
         return True
 
     def pim_sample(self) -> None:
-        self.stimulus.pim_taken(self.monitor.pim())
+        sample = self.monitor.pim()
+        if self.cross_check is not None:
+            self.cross_check.sample(self.stimulus.cycle, sample)
+        self.stimulus.pim_taken(sample)
         self.cpu.sample()
 
     def npu_drive(self) -> bool:
@@ -1144,17 +1233,6 @@ class TB:
         if not await self.clock.until(settled, 20000):
             raise AssertionError("the blocks never settled for a register access")
 
-    async def _check_answer(self, data: int, response: int, what: str) -> None:
-        board = self.board
-        if not board.bus_answers:
-            board.errors.add(f"{what}: an AXI response without a register access")
-            return
-        rdata, ok = board.bus_answers.popleft()
-        if (data, response) != (rdata if ok else 0, 0 if ok else 2):
-            board.errors.add(
-                f"{what}: AXI answered {data:#x}/{response}, the register file {rdata:#x}/{ok}"
-            )
-
     async def _level_settle(self, name: str) -> None:
         """Hold the queue traffic until the RTL's level of ``name`` shows the golden one
         (the synchronisers' latency), for a few cycles at most (an entry presented to a
@@ -1190,13 +1268,11 @@ class TB:
         total = 0
         for word, address in enumerate(addresses):
             if kind == "read":
-                data, response = await bus.read_word(self.clock, address, 20000)
+                data, _ = await bus.read_word(self.clock, address, 20000)
                 total |= data << (32 * word)
             else:
                 data = (value >> (32 * word)) & 0xFFFF_FFFF
-                response = await bus.write_word(self.clock, address, data, 20000, strobe)
-                data = 0
-            await self._check_answer(data, response, f"{kind} {label}")
+                await bus.write_word(self.clock, address, data, 20000, strobe)
         self.stimulus.hold_edc = self.stimulus.hold_tvc = self.stimulus.hold_queues = False
         return total
 
@@ -1344,6 +1420,9 @@ async def integration(dut):
     assert not too_few, f"traffic too thin: {too_few} (all counts: {c})"
     switches = board.switches_before_resets + golden.gtsu.switches
     assert switches > 10, f"only {switches} GTSU switches"
+    if tb.cross_check is not None:
+        agreed = tb.cross_check.check()
+        report(dut, f"{agreed} register accesses: the AXI port's and the access port's agree")
     report(
         dut,
         f"{board.events} events ({c['edc_events']} EDC, {c['tvc_commands']} TVC, "
