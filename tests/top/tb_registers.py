@@ -7,7 +7,9 @@ manager), every expectation read off the compiled SystemRDL map (``ahasd.regmap`
    keeps its value;
 3. a read/write register takes two complementary patterns and reads back exactly its
    writable field bits (reserved bits read 0); a write with one byte strobe changes that
-   byte only; a 64-bit one changes only when its high word is written;
+   byte only (each byte in turn, to its complement); a 64-bit one changes only when its
+   high word is written, with what every low-word write since the last high word put in
+   its buffer (a full word, then one byte of it rewritten);
 4. the write-one-to-clear causes: an EDC error (``EDC_HMAX := 0``) sets ``IRQ_STATUS.
    edc_error`` and ``irq`` once enabled; writing 0, or 1 without its strobe, keeps it;
    writing 1 clears it;
@@ -76,7 +78,8 @@ class Walk:
             self.expect(f"{reg.name} word {word} write response", resp, AxiResp.OKAY)
 
 
-@cocotb.test(timeout_time=100, timeout_unit="ms")
+# The walk takes about 7 us of simulated time: a mutant that hangs the bus fails at 1 ms.
+@cocotb.test(timeout_time=1, timeout_unit="ms")
 async def register_walk(dut):
     params = TopParams.from_dict(json.loads(os.environ.get("AHASD_TB_PARAMS", "{}")))
     for domain, period in (("pim", 1250), ("npu", 1000), ("cpu", 1500)):
@@ -142,18 +145,42 @@ async def register_walk(dut):
             walk.expect(
                 f"{reg.name} <- {pattern:#x}", await walk.read(reg), pattern & reg.write_mask
             )
-        # One byte strobe (byte 0 of the low word); a 64-bit register waits for its high
+        # One byte strobe, each byte of the low word in turn, writing its complement (never
+        # 0 where the rest is 0: EDC_HMAX refuses 0); a 64-bit register waits for its high
         # word, written here as one byte holding the value it has.
-        before = await walk.read(reg)
-        await walk.write_word(reg.address, 0x0000_0000, 0b0001)
-        if reg.words > 1:
-            walk.expect(f"{reg.name} low word buffered", await walk.read(reg), before)
-            high_byte = (before >> 32) & 0xFF
-            await walk.write_word(reg.address + 4, high_byte, 0b0001)
-        wanted = (before & ~0xFF) & reg.write_mask
-        walk.expect(f"{reg.name} after a one-byte write", await walk.read(reg), wanted)
+        for byte in range(4):
+            before = await walk.read(reg)
+            shift = 8 * byte
+            flipped = ~before & (0xFF << shift)
+            await walk.write_word(reg.address, flipped & 0xFFFF_FFFF, 1 << byte)
+            if reg.words > 1:
+                walk.expect(f"{reg.name} low word buffered", await walk.read(reg), before)
+                high_byte = (before >> 32) & 0xFF
+                await walk.write_word(reg.address + 4, high_byte, 0b0001)
+            wanted = ((before & ~(0xFF << shift)) | flipped) & reg.write_mask
+            walk.expect(f"{reg.name} after a write of byte {byte}", await walk.read(reg), wanted)
         await walk.write(reg, reg.reset)
         walk.expect(f"{reg.name} restored", await walk.read(reg), reg.reset)
+
+    # 3b. A 64-bit register's write buffer merges the low-word writes before the high
+    # word's: the low word all ones, then one byte of it zeroed, then the high word. Each
+    # byte position once, so every buffered bit is both kept (three times) and replaced.
+    for reg in regs:
+        if not (reg.buffer_writes and all(f.access == "rw" for f in reg.fields)):
+            continue
+        low, high = reg.word_addresses
+        for byte in range(4):
+            high_word = PATTERNS[byte % 2] & 0xFFFF_FFFF
+            await walk.write_word(low, 0xFFFF_FFFF)
+            await walk.write_word(low, 0x0000_0000, 1 << byte)
+            await walk.write_word(high, high_word)
+            merged = (high_word << 32) | (0xFFFF_FFFF & ~(0xFF << (8 * byte)))
+            walk.expect(
+                f"{reg.name} after two low-word writes (byte {byte} cleared by the second)",
+                await walk.read(reg),
+                merged & reg.write_mask,
+            )
+        await walk.write(reg, reg.reset)
 
     # The mask patterns overlapped (GTSU configuration error, sticky): reset the GTSU and
     # clear every cause before the next steps.
