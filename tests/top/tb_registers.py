@@ -14,7 +14,10 @@ manager), every expectation read off the compiled SystemRDL map (``ahasd.regmap`
    edc_error`` and ``irq`` once enabled; writing 0, or 1 without its strobe, keeps it;
    writing 1 clears it;
 5. the write-one-to-pulse ``SOFT_RESET`` bits reset their block (its error flag, its
-   registers back to their reset values) and read 0.
+   registers back to their reset values) and read 0;
+6. a 64-bit read is atomic: a ``LEARN`` on the TVC's command port between the reads of a
+   table entry's low and high words leaves the high word read as the low word's read saw it
+   (the buffer_reads snapshot), for every entry of every table.
 
 Unmapped words (every gap of the 4 KiB window, in steps of 4 bytes) answer ``SLVERR`` with
 data 0. The overlapping mask patterns of step 3 raise the GTSU's configuration error, which
@@ -29,14 +32,19 @@ import os
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, Timer
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, Timer
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 from harness.tb import report
 
+from ahasd.hw.tb.streams import encode
+from ahasd.hw.tb.top import TABLE_CODES
+from ahasd.hw.tvc import Op, command_layout
 from ahasd.params import TopParams
 from ahasd.regmap import register_map
 
 PATTERNS = (0x5555_5555_5555_5555, 0xAAAA_AAAA_AAAA_AAAA)
+# A LEARN's longest run (2 + divider_cycles at the default TVC) with a margin.
+LEARN_CYCLES = 40
 
 
 class Walk:
@@ -76,6 +84,29 @@ class Walk:
         for word, address in enumerate(reg.word_addresses):
             resp = await self.write_word(address, (value >> (32 * word)) & 0xFFFF_FFFF)
             self.expect(f"{reg.name} word {word} write response", resp, AxiResp.OKAY)
+
+    async def learn(self, params: TopParams, table: str, cycles: int, length: int) -> None:
+        """One ``LEARN`` on the TVC's command port, waited out."""
+        bits = encode(
+            command_layout(params.tvc),
+            {
+                "op": Op.LEARN,
+                "args": {
+                    "learn": {"table": TABLE_CODES[table], "cycles": cycles, "length": length}
+                },
+            },
+        )
+        clock, command = self.dut.pim_clk, self.dut
+        await FallingEdge(clock)
+        command.tvc_cmd__payload.value = bits
+        command.tvc_cmd__valid.value = 1
+        await ReadOnly()
+        while not command.tvc_cmd__ready.value:
+            await FallingEdge(clock)
+            await ReadOnly()
+        await FallingEdge(clock)
+        command.tvc_cmd__valid.value = 0
+        await ClockCycles(clock, LEARN_CYCLES)
 
 
 # The walk takes about 7 us of simulated time: a mutant that hangs the bus fails at 1 ms.
@@ -223,6 +254,28 @@ async def register_walk(dut):
     tvc_n_max = regs.get("TVC_N_MAX")
     walk.expect("TVC_N_MAX after SOFT_RESET.tvc", await walk.read(tvc_n_max), tvc_n_max.reset)
     walk.expect("SOFT_RESET reads 0", await walk.read(regs.get("SOFT_RESET")), 0)
+
+    # 6. A 64-bit read is atomic: its high word is the snapshot the low word's read took,
+    # even when a LEARN shifts the table between the two. Each entry's high word is made
+    # to differ from its neighbour's, so the shift changes every one of them.
+    frac_bits = params.tvc.frac_bits
+    for table in TABLE_CODES:
+        entries = [regs.get(f"TVC_{table.upper()}[{i}]") for i in range(params.tvc.depth)]
+        for index, reg in enumerate(entries):
+            values = [((0x10 + i) << 32) | (0x100 * (i + 1)) for i in range(len(entries))]
+            for entry, value in zip(entries, values, strict=True):
+                await walk.write(entry, value)
+            low, high = reg.word_addresses
+            data, _ = await walk.read_word(low)
+            walk.expect(f"{reg.name} low word", data, values[index] & 0xFFFF_FFFF)
+            await walk.learn(params, table, cycles=1, length=1)
+            data, _ = await walk.read_word(high)
+            walk.expect(f"{reg.name} high word, a LEARN after the low word", data, 0x10 + index)
+            # The LEARN shifted (1 << F) // 1 into entry 0.
+            shifted = values[index - 1] if index else 1 << frac_bits
+            walk.expect(f"{reg.name} after the LEARN", await walk.read(reg), shifted)
+        for entry in entries:
+            await walk.write(entry, entry.reset)
 
     assert not walk.errors, f"{len(walk.errors)} error(s):\n" + "\n".join(walk.errors[:30])
     report(dut, f"register walk: {len(regs)} registers, {walk.checks} checks, all as the map says")
