@@ -17,7 +17,11 @@ manager), every expectation read off the compiled SystemRDL map (``ahasd.regmap`
    registers back to their reset values) and read 0;
 6. a 64-bit read is atomic: a ``LEARN`` on the TVC's command port between the reads of a
    table entry's low and high words leaves the high word read as the low word's read saw it
-   (the buffer_reads snapshot), for every entry of every table.
+   (the buffer_reads snapshot), for every entry of every table;
+7. a write to a table entry that changes no field (strobes on a reserved byte only) is
+   not handed to the TVC: its command port stays ready, and during a ``LEARN`` the write
+   answers as fast as with the TVC idle; one to the field's byte holds the command port
+   for a cycle, and waits for the ``LEARN``.
 
 Unmapped words (every gap of the 4 KiB window, in steps of 4 bytes) answer ``SLVERR`` with
 data 0. The overlapping mask patterns of step 3 raise the GTSU's configuration error, which
@@ -33,6 +37,7 @@ import os
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, Timer
+from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 from harness.tb import report
 
@@ -87,6 +92,12 @@ class Walk:
 
     async def learn(self, params: TopParams, table: str, cycles: int, length: int) -> None:
         """One ``LEARN`` on the TVC's command port, waited out."""
+        await self.start_learn(params, table, cycles, length)
+        await ClockCycles(self.dut.pim_clk, LEARN_CYCLES)
+
+    async def start_learn(self, params: TopParams, table: str, cycles: int, length: int) -> None:
+        """Present one ``LEARN`` on the TVC's command port until it is taken (it then runs
+        for up to ``2 + divider_cycles`` cycles)."""
         bits = encode(
             command_layout(params.tvc),
             {
@@ -106,7 +117,28 @@ class Walk:
             await ReadOnly()
         await FallingEdge(clock)
         command.tvc_cmd__valid.value = 0
-        await ClockCycles(clock, LEARN_CYCLES)
+
+    async def write_time(self, address: int, value: int, strobe: int) -> tuple[int, int]:
+        """One write, started after a falling edge of the clock (so two times compare): the
+        simulated time (ps) from its start to its response, and the cycles meanwhile in
+        which the TVC's command port was not ready."""
+        clock, ready = self.dut.pim_clk, self.dut.tvc_cmd__ready
+        await FallingEdge(clock)
+        start = get_sim_time("ps")
+        not_ready = 0
+
+        async def watch():
+            nonlocal not_ready
+            while True:
+                await ReadOnly()
+                not_ready += not ready.value
+                await FallingEdge(clock)
+
+        watcher = cocotb.start_soon(watch())
+        resp = await self.write_word(address, value, strobe)
+        watcher.cancel()
+        self.expect(f"write of {address:#05x} response", resp, AxiResp.OKAY)
+        return get_sim_time("ps") - start, not_ready
 
 
 # The walk takes about 7 us of simulated time: a mutant that hangs the bus fails at 1 ms.
@@ -276,6 +308,29 @@ async def register_walk(dut):
             walk.expect(f"{reg.name} after the LEARN", await walk.read(reg), shifted)
         for entry in entries:
             await walk.write(entry, entry.reset)
+
+    # 7. A write to a TVC table entry that changes no field (its strobes on byte 1 of the
+    # high word only, the buffer empty) is not handed to the TVC: with the TVC idle its
+    # command port stays ready throughout (a write handed over holds it for a cycle), and
+    # while a LEARN runs it answers as fast as with the TVC idle (one to the field's byte
+    # waits: the check that a wait shows in the time measured).
+    for table in TABLE_CODES:
+        for index in range(params.tvc.depth):
+            reg = regs.get(f"TVC_{table.upper()}[{index}]")
+            high = reg.word_addresses[1]
+            idle, held = await walk.write_time(high, 0, 0b0010)
+            walk.expect(f"{reg.name} reserved-byte write: command port held", held, 0)
+            _, held = await walk.write_time(high, 0, 0b0001)
+            walk.expect(f"{reg.name} field write: command port held", held, 1)
+            await walk.start_learn(params, table, cycles=1, length=1)
+            busy, _ = await walk.write_time(high, 0, 0b0010)
+            walk.expect(f"{reg.name} reserved-byte write during a LEARN (ps)", busy, idle)
+            await ClockCycles(dut.pim_clk, LEARN_CYCLES)
+            await walk.start_learn(params, table, cycles=1, length=1)
+            waited, _ = await walk.write_time(high, 0, 0b0001)
+            walk.expect(f"{reg.name} field write during a LEARN waits", waited > idle, True)
+            await ClockCycles(dut.pim_clk, LEARN_CYCLES)
+            await walk.write(reg, reg.reset)
 
     assert not walk.errors, f"{len(walk.errors)} error(s):\n" + "\n".join(walk.errors[:30])
     report(dut, f"register walk: {len(regs)} registers, {walk.checks} checks, all as the map says")
