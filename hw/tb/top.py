@@ -102,16 +102,26 @@ class RegisterPort:
         return bool(self.irq_.read())
 
     async def write_word(
-        self, clock: CycleClock | LoopClock, address: int, data: int, limit: int, strobe: int = 0xF
+        self,
+        clock: CycleClock | LoopClock,
+        address: int,
+        data: int,
+        limit: int,
+        strobe: int = 0xF,
+        skew: int = 0,
     ) -> int:
-        """Write one word; returns ``BRESP`` (0 OKAY, 2 SLVERR)."""
+        """Write one word; returns ``BRESP`` (0 OKAY, 2 SLVERR). ``skew`` > 0 presents W that
+        many cycles before AW, ``skew`` < 0 AW before W (AXI leaves the order free)."""
         self.awaddr.write(address)
         self.wdata.write(data)
         self.wstrb.write(strobe)
-        self.awvalid.write(1)
-        self.wvalid.write(1)
         self.bready.write(1)
-        for _ in range(limit):
+        aw_from, w_from = max(0, skew), max(0, -skew)
+        for cycle in range(limit):
+            if cycle == aw_from:
+                self.awvalid.write(1)
+            if cycle == w_from:
+                self.wvalid.write(1)
             await clock.sample()
             aw_taken = self.awvalid.read() and self.awready.read()
             w_taken = self.wvalid.read() and self.wready.read()

@@ -159,6 +159,8 @@ LEVELS = {
 # The test body looks at the loops' progress every POLL_CYCLES PIM cycles.
 POLL_CYCLES = 64
 SOFT_RESET_EVERY = 500  # CPU accesses between two scheduled soft resets
+# A random write's W this many cycles before its AW (negative: AW first).
+WRITE_SKEWS = (0, 0, 1, -1, 2, -3)
 FILL_EVERY = 1500  # EDC events between two directed fills (see Stimulus.filling)
 
 
@@ -1030,15 +1032,21 @@ class Stimulus:
 
     # -- the scripted CPU's presets --------------------------------------------------------
 
-    def preset_script(self) -> list[tuple[str, str, int]]:
-        """Read every register (reset values), program every preset, read them back."""
+    def preset_script(self) -> list[tuple[str, str, int, int]]:
+        """Read every register (reset values), program every preset, read them back:
+        ``(kind, name, value, skew)`` (``skew``: :meth:`RegisterPort.write_word`'s)."""
         p, rng = self.p, self.rng
         script = [("read", name, 0) for name in self.readable]
         script += [("write", "EDC_HMAX", 0), ("read", "ERROR", 0), ("write", "SOFT_RESET", 1)]
         script += [("read", "IRQ_STATUS", 0), ("write", "IRQ_STATUS", 0b11111)]
+        # Every table entry with all its bits set, W a cycle before AW (the bridge holds the
+        # beat a cycle longer than with both together), read back; then its preset, AW first.
+        ones = (1 << p.tvc.ratio_bits) - 1
         for table in TABLE_CODES:
             for index in range(p.tvc.depth):
-                script.append(("write", f"TVC_{table.upper()}[{index}]", self.ratio(table)))
+                name = f"TVC_{table.upper()}[{index}]"
+                script += [("write", name, ones, 1), ("read", name, 0)]
+                script.append(("write", name, self.ratio(table), -1))
         half = p.gtsu.ranks // 2
         script += [
             ("write", "TVC_N_MAX", 6),
@@ -1050,7 +1058,7 @@ class Stimulus:
             ("write", "IRQ_ENABLE", 0b11111),
         ]
         script += [("read", name, 0) for name in self.readable]
-        return script
+        return [step if len(step) == 4 else (*step, 0) for step in script]
 
 
 class AccessCrossCheck:
@@ -1247,11 +1255,18 @@ class TB:
             await self.clock.until(caught_up, 12)
 
     async def access(
-        self, kind: str, name: str, value: int = 0, strobe: int = 0xF, settle: bool = False
+        self,
+        kind: str,
+        name: str,
+        value: int = 0,
+        strobe: int = 0xF,
+        settle: bool = False,
+        skew: int = 0,
     ) -> int:
         """One register access of the CPU (a 64-bit register: its words, low first), holding
         the blocks it depends on; SOFT_RESET and IRQ_STATUS writes wait for them to settle,
-        and so does a read with ``settle``. Returns the data read."""
+        and so does a read with ``settle``; a write's W and AW ``skew`` cycles apart
+        (:meth:`RegisterPort.write_word`). Returns the data read."""
         bus, regmap = self.driver.bus, self.board.golden.regmap
         reg = regmap.get(name) if isinstance(name, str) else None
         addresses = reg.word_addresses if reg else (name,)
@@ -1272,7 +1287,7 @@ class TB:
                 total |= data << (32 * word)
             else:
                 data = (value >> (32 * word)) & 0xFFFF_FFFF
-                await bus.write_word(self.clock, address, data, 20000, strobe)
+                await bus.write_word(self.clock, address, data, 20000, strobe, skew)
         self.stimulus.hold_edc = self.stimulus.hold_tvc = self.stimulus.hold_queues = False
         return total
 
@@ -1310,12 +1325,14 @@ class TB:
             await self.soft_reset(rng.randrange(1, 8))
         elif roll < 0.03:
             name, value = stimulus.random_write()
-            await self.access("write", name, value, rng.choice([0xF, 0xF, 0xF, rng.randrange(16)]))
+            strobe = rng.choice([0xF, 0xF, 0xF, rng.randrange(16)])
+            await self.access("write", name, value, strobe, skew=rng.choice(WRITE_SKEWS))
         elif roll < 0.04:
             # A wide register's words out of the rule's order, or a high word alone.
             reg = self.board.golden.regmap.get(rng.choice(["TVC_NVCT[0]", "TVC_PVCT[1]"]))
             address = rng.choice(reg.word_addresses)
-            await self.access("write", address, rng.randrange(1 << 32), rng.randrange(16))
+            value, strobe = rng.randrange(1 << 32), rng.randrange(16)
+            await self.access("write", address, value, strobe, skew=rng.choice(WRITE_SKEWS))
         elif roll < 0.045:
             await self.access("write", "IRQ_STATUS", rng.randrange(32))
         elif roll < 0.047:
@@ -1333,10 +1350,10 @@ class TB:
             # is seen through the bus before the next event overwrites it.
             await self.read_changes()
 
-    async def register_loop(self, script: list[tuple[str, str, int]]) -> None:
+    async def register_loop(self, script: list[tuple[str, str, int, int]]) -> None:
         """The presets (``script``), then random accesses until the traffic stops."""
-        for kind, name, value in script:
-            await self.access(kind, name, value)
+        for kind, name, value, skew in script:
+            await self.access(kind, name, value, skew=skew)
         self.script_done = True
         while self.stimulus.stop:  # until the test starts the traffic
             await self.clock.next()
