@@ -7,8 +7,10 @@ EDC's event and decision streams (:class:`EDCPorts`), the TVC's command and answ
 queues' ports in their three clock domains (:class:`QueuePorts`).
 :class:`ControllerTopDriver` holds one of each and starts the clocks and the reset;
 :class:`ControllerTopMonitor` samples every port of one clock domain in one cycle
-(:class:`PimCycle`, :class:`NpuCycle`, :class:`CpuCycle`), the register accesses the AXI
-bridge hands the register file included (``top.registers.access__*``).
+(:class:`PimCycle`, :class:`NpuCycle`, :class:`CpuCycle`), with the register accesses
+rebuilt from the AXI4-Lite port's handshakes (:class:`RegisterAccesses`): the monitor reads
+the top's ports only, so it runs on any netlist of the top (the flattened one of the
+mutation campaign too).
 
 Every method that drives is for the writable phase after the falling edge of the port's
 clock; every method that samples is for ``ReadOnly`` (:mod:`ahasd.hw.tb.clocking`). The
@@ -30,7 +32,7 @@ from ahasd.hw.tb.pins import Pin
 from ahasd.hw.tb.streams import StreamPort, decode, encode
 from ahasd.hw.tvc import Op, Table, answer_layout, command_layout
 from ahasd.params import EDCParams, TopParams, TVCParams
-from ahasd.regmap import DATA_BITS, RegisterMap, register_map
+from ahasd.regmap import DATA_BITS, STRB_BITS, RegisterMap, register_map
 
 __all__ = [
     "CLOCK_DOMAINS",
@@ -44,6 +46,7 @@ __all__ = [
     "NpuCycle",
     "PimCycle",
     "QueuePorts",
+    "RegisterAccesses",
     "RegisterPort",
     "SlaveError",
     "TVCPorts",
@@ -55,6 +58,8 @@ CLOCK_DOMAINS = ("cpu", "npu", "pim")
 TABLE_CODES = {"nvct": Table.NVCT, "pdct": Table.PDCT, "pvct": Table.PVCT}
 #: The GTSU's status outputs, in the order of :meth:`GTSUPorts.levels` and ``PimCycle.gtsu``.
 GTSU_OUTPUTS = ("task", "ready", "gating", "dlm_enable", "tlm_enable")
+#: A byte address's low bits that select the byte within a word (``AWADDR >> 2``).
+WORD_SHIFT = STRB_BITS.bit_length() - 1
 #: The ``args`` member of the TVC command that each operation fills (``NPU_DONE`` has none).
 _COMMAND_MEMBERS = {Op.LEARN: "learn", Op.NPU_START: "npu_start", Op.ASK: "ask"}
 
@@ -97,16 +102,26 @@ class RegisterPort:
         return bool(self.irq_.read())
 
     async def write_word(
-        self, clock: CycleClock | LoopClock, address: int, data: int, limit: int, strobe: int = 0xF
+        self,
+        clock: CycleClock | LoopClock,
+        address: int,
+        data: int,
+        limit: int,
+        strobe: int = 0xF,
+        skew: int = 0,
     ) -> int:
-        """Write one word; returns ``BRESP`` (0 OKAY, 2 SLVERR)."""
+        """Write one word; returns ``BRESP`` (0 OKAY, 2 SLVERR). ``skew`` > 0 presents W that
+        many cycles before AW, ``skew`` < 0 AW before W (AXI leaves the order free)."""
         self.awaddr.write(address)
         self.wdata.write(data)
         self.wstrb.write(strobe)
-        self.awvalid.write(1)
-        self.wvalid.write(1)
         self.bready.write(1)
-        for _ in range(limit):
+        aw_from, w_from = max(0, skew), max(0, -skew)
+        for cycle in range(limit):
+            if cycle == aw_from:
+                self.awvalid.write(1)
+            if cycle == w_from:
+                self.wvalid.write(1)
             await clock.sample()
             aw_taken = self.awvalid.read() and self.awready.read()
             w_taken = self.wvalid.read() and self.wready.read()
@@ -350,13 +365,17 @@ class ControllerTopDriver:
 class PimCycle:
     """What the ``pim`` side of the top does at the coming edge (sampled in ``ReadOnly``).
 
-    Transfers are payload bits, ``None`` when nothing moves. Not frozen: a frozen
-    dataclass's constructor costs a few microseconds more, once per cycle.
+    Transfers are payload bits, ``None`` when nothing moves. The register accesses are
+    rebuilt from the AXI4-Lite port (:class:`RegisterAccesses`): a read is known at the
+    edge that takes it, a write and a read's data one cycle later, from the response the
+    bridge raises after that edge. Not frozen: a frozen dataclass's constructor costs a few
+    microseconds more, once per cycle.
     """
 
-    access: tuple[bool, int, int, int] | None  # a register access taken: (write, word
-    # address, wdata, wstrb), with its answer below
-    access_answer: tuple[int, bool] | None  # (rdata, error) of that access
+    read: int | None  # the word address of a read the register file takes at the coming edge
+    read_answer: tuple[int, int] | None  # (RDATA, RRESP) of the read taken at the last edge
+    write: tuple[int, int, int, int] | None  # (word address, WDATA, WSTRB, BRESP) of the
+    # write taken at the last edge
     irq: bool
     edc_ready: bool
     edc_event: int | None
@@ -387,25 +406,98 @@ class CpuCycle:
     preverify_written: int | None
 
 
+class RegisterAccesses:
+    """The register accesses of the top, rebuilt from its AXI4-Lite port alone.
+
+    The bridge's state shows at the port (``docs/integration.md``, :mod:`ahasd.hw.axi_lite`):
+    ``AWREADY``, ``WREADY`` and ``ARREADY`` are low while the bridge holds a write address,
+    a write beat or a read address, and ``BVALID``/``RVALID`` rise in the cycle after the
+    edge at which the register file takes the access. This follows the bridge's choice of
+    access (a complete write whose B channel is free, a read whose R channel is free,
+    alternating when both are) and the register file's decode cycle (an access is taken
+    once it has been presented for a cycle in the same direction; a read then at once, a
+    write when the block behind an ``external`` register is ready, which the port does not
+    show). So a read is known at the edge that takes it, 2 cycles after its AR handshake with
+    nothing waiting; a write at the response that follows it. Every response is matched
+    with an access: an R response that no read predicted, or a B response with no write
+    presented and decoded, raises ``AssertionError``.
+
+    Call :meth:`sample` once per ``pim`` cycle in ``ReadOnly``, from the first cycle after
+    the reset on (the bridge holds nothing then).
+    """
+
+    def __init__(self, bus: RegisterPort) -> None:
+        self.bus = bus
+        self.cycle = 0
+        self._aw_word = self._ar_word = 0
+        self._w_beat = (0, 0)  # (WDATA, WSTRB) the bridge holds
+        self._prefer_write = False  # the last access taken was a read
+        self._presented = self._presented_write = False  # the register file's decode state
+        # The last cycle's access as the bridge presented it.
+        self._valid = self._write = self._read_taken = self._write_decoded = False
+        self._bvalid = self._rvalid = False
+
+    def sample(self) -> tuple[int | None, tuple[int, int] | None, tuple | None]:
+        """``(read, read_answer, write)`` of :class:`PimCycle` for this cycle."""
+        bus = self.bus
+        bvalid, rvalid = bool(bus.bvalid.read()), bool(bus.rvalid.read())
+        read_answer = write = None
+        write_taken = bvalid and not self._bvalid
+        read_taken = rvalid and not self._rvalid
+        if read_taken != self._read_taken:
+            raise AssertionError(
+                f"pim cycle {self.cycle}: "
+                + ("an R response with no read taken" if read_taken else "a read without R")
+            )
+        if write_taken and not self._write_decoded:
+            raise AssertionError(f"pim cycle {self.cycle}: a B response with no write presented")
+        if read_taken:
+            read_answer = (bus.rdata.read(), bus.rresp.read())
+        if write_taken:
+            write = (self._aw_word, *self._w_beat, bus.bresp.read())
+        taken = read_taken or write_taken
+        if taken:
+            self._prefer_write = read_taken
+        self._presented = self._valid and not taken
+        self._presented_write = self._write
+
+        # What the bridge holds now (captured at an earlier edge), and what it presents.
+        aw_held, w_held = not bus.awready.read(), not bus.wready.read()
+        ar_held = not bus.arready.read()
+        write_ready = aw_held and w_held and not bvalid
+        read_ready = ar_held and not rvalid
+        self._write = write_ready and (not read_ready or self._prefer_write)
+        self._valid = write_ready or read_ready
+        decoded = self._valid and self._presented and self._write == self._presented_write
+        self._read_taken = decoded and not self._write
+        self._write_decoded = decoded and self._write
+        read = self._ar_word if self._read_taken else None
+
+        # Handshakes at the coming edge: the bridge holds them from the next cycle on.
+        if bus.awvalid.read() and not aw_held:
+            self._aw_word = bus.awaddr.read() >> WORD_SHIFT
+        if bus.wvalid.read() and not w_held:
+            self._w_beat = (bus.wdata.read(), bus.wstrb.read())
+        if bus.arvalid.read() and not ar_held:
+            self._ar_word = bus.araddr.read() >> WORD_SHIFT
+        self._bvalid, self._rvalid = bvalid, rvalid
+        self.cycle += 1
+        return read, read_answer, write
+
+
 class ControllerTopMonitor:
-    """Samples every port of one clock domain of the top in ``ReadOnly``."""
+    """Samples every port of one clock domain of the top in ``ReadOnly``; the register
+    accesses rebuilt from the AXI4-Lite port (:class:`RegisterAccesses`)."""
 
     def __init__(self, driver: ControllerTopDriver) -> None:
         self.driver = driver
-        regs = driver.dut.registers
-        self._access_valid, self._access_ready = Pin(regs.access__valid), Pin(regs.access__ready)
-        self._access_fields = tuple(
-            Pin(getattr(regs, f"access__{name}")) for name in ("write", "addr", "wdata", "wstrb")
-        )
-        self._access_rdata, self._access_error = Pin(regs.access__rdata), Pin(regs.access__error)
+        self.accesses = RegisterAccesses(driver.bus)
 
     def pim(self) -> PimCycle:
         d = self.driver
         edc, tvc, queues = d.edc, d.tvc, d.queues
-        taken = self._access_valid.read() and self._access_ready.read()
         return PimCycle(
-            self._access() if taken else None,
-            self._access_answer() if taken else None,
+            *self.accesses.sample(),
             d.bus.irq(),
             edc.event.is_ready(),
             edc.event.transfer(),
@@ -419,19 +511,6 @@ class ControllerTopMonitor:
             d.gtsu.levels(),
             d.gtsu.want_preverify(),
         )
-
-    def _access(self) -> tuple[bool, int, int, int] | None:
-        """The register access the AXI bridge hands the register file at the coming edge
-        (``valid`` and ``ready``): ``(write, word address, wdata, wstrb)``."""
-        if not (self._access_valid.read() and self._access_ready.read()):
-            return None
-        write, address, wdata, wstrb = (pin.read() for pin in self._access_fields)
-        return (bool(write), address, wdata, wstrb)
-
-    def _access_answer(self) -> tuple[int, bool] | None:
-        if not (self._access_valid.read() and self._access_ready.read()):
-            return None
-        return self._access_rdata.read(), bool(self._access_error.read())
 
     def npu(self) -> NpuCycle:
         queues = self.driver.queues

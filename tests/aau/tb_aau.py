@@ -27,7 +27,9 @@ by a ``NORM`` pass over the same vector (sometimes over a different one, so that
 ``s_i < 0`` saturates, or ``z`` clamps), with random ``gamma``/``beta`` on the parameter
 stream. Directed vectors first: SOFTMAX and NORM before any first pass (the reset state),
 length 1, all equal, max first and last, extreme values, ties, an ascending vector (a
-rescale at every element), the gates' span ends, the reserved mode codes. Distributions:
+rescale at every element), the gates' span ends, the reserved mode codes, the NORM post pass's
+``U`` with its leading one at every position and ``N r`` at full scale
+(:func:`norm_post_pass_vectors`). Distributions:
 Gaussian logits with sigma 1, 3 and 6 nats, uniform over the whole INT16 range, near
 one-hot, heavy-tailed (Student t); for the norms OPT-like activations (Gaussian with a few
 channels near +-60) and a mean far above the spread; for the activations pre-activation
@@ -502,6 +504,38 @@ def directed_vectors(rng: np.random.Generator) -> list[Vector]:
     # NORM over another vector: a nearly constant first pass, a wide second one (z clamps)
     vectors.append(Vector(Mode.LAYERNORM, np.array([0, 1] * 20), tag="tiny variance"))
     vectors.append(norm_pass(rng, np.array([-32768, 32767, 0, 1, 1000]), tag="z clamps"))
+    return vectors + norm_post_pass_vectors()
+
+
+def norm_post_pass_vectors() -> list[Vector]:
+    """The NORM post pass's datapath at every vector length (all at most 8 long, so they run
+    at the mutation campaign's ``max_length`` too).
+
+    ``U``'s leading one through every position: RMSNORM over 1 and over 8 equal codes, ``|X|``
+    in steps of ``sqrt 2`` (``U = N**2 (X**2 2**16 + E)``), so each leaf and node of the
+    leading-one search decides ``k`` (the ``result``'s ``rstd_shift``) for some vector.
+    Every bit of ``N r`` reaching the output: a NORM over its LAYERNORM's own constant
+    vector at full scale, ``gamma`` at its maximum: ``c = N X - T = 0`` exactly, so ``y``
+    is 0 and an error ``d`` in ``N r`` shows as ``z = X d >> k`` (``k`` is 7 to 10 here: a
+    few units of ``z`` for ``d = 2``, tens of units of ``y``).
+    """
+    vectors = []
+    for length in (1, 8):
+        for step in range(31):
+            code = min(32767, round(2 ** (step / 2)))
+            vectors.append(Vector(Mode.RMSNORM, np.full(length, code), tag="U's leading one"))
+    for length in range(1, 9):
+        codes = np.full(length, 32767)
+        vectors.append(Vector(Mode.LAYERNORM, codes, tag="constant, full scale"))
+        vectors.append(
+            Vector(
+                Mode.NORM,
+                codes,
+                gamma=np.full(length, 32767),
+                beta=np.zeros(length, dtype=np.int64),
+                tag="constant, full scale",
+            )
+        )
     return vectors
 
 

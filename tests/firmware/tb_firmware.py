@@ -19,15 +19,18 @@ driver
     (the stale drafts are squashed). The PIM learns its own costs too (``LEARN``).
 monitor
     :class:`ahasd.hw.tb.top.ControllerTopMonitor` on the controller inside the SoC (every
-    transfer, the register access the bridge hands the register file, the interrupt), the
-    AXI responses, the SoC's console and order words.
+    transfer, the interrupt, the register accesses rebuilt from the handshakes at the
+    controller's own AXI4-Lite port, which the SoC's bridge drives), the SoC's console and
+    order words; ``harness.top_accesses.AccessCrossCheck`` watches the register file's
+    access port inside the controller too.
 model and checker
     ``harness.top_scoreboard.Scoreboard``, the top integration test's (the golden controller,
     in-order checkers of every EDC decision, TVC answer and queue entry, the GTSU's outputs
-    every cycle, every register access of the firmware, the interrupt); besides, every AXI
-    response against the register file's, and the firmware's decisions: an order exactly for
-    each TVC answer of at least one token (its batch and token count), within
-    ``ORDER_LIMIT`` cycles.
+    every cycle, every register access of the firmware with its AXI response, the
+    interrupt); besides, that the accesses rebuilt from the AXI port are the register file's
+    (each with its data and response, at the same edge), and the firmware's decisions: an
+    order exactly for each TVC answer of at least one token (its batch and token count),
+    within ``ORDER_LIMIT`` cycles.
 
 Measured: the cycles from the rise of ``irq`` to the AW handshake of the write that answers
 it (the clear of ``IRQ_STATUS``), per cause; from the doorbell to the order's write.
@@ -46,6 +49,7 @@ from collections import deque
 import cocotb
 from cocotb.triggers import Timer
 from harness.tb import report, rng_from_env
+from harness.top_accesses import AccessCrossCheck
 from harness.top_scoreboard import EdcEvent, Scoreboard, depends_on_edc, depends_on_tvc
 
 from ahasd.golden.edc import bucket
@@ -83,7 +87,8 @@ IDLE_CYCLES = 400
 
 class SocPorts:
     """The controller's ports as the SoC exposes them, else the controller instance's own
-    (the bus, the interrupt, the CPU's queue writer, the register file's access port)."""
+    (the AXI4-Lite port, the interrupt, the CPU's queue writer, the register file's access
+    port)."""
 
     def __init__(self, soc) -> None:
         self._soc = soc
@@ -142,7 +147,11 @@ class TraceTraffic:
     def __init__(self, dut, params: TopParams, trace) -> None:
         self.dut, self.p, self.trace = dut, params, trace
         self.driver = ControllerTopDriver(SocPorts(dut), params)
+        # The accesses are rebuilt from the controller's own AXI port, driven by the bridge.
+        awvalid = self.driver.bus.awvalid.handle
+        assert awvalid._path == dut.controller.s_axi__awvalid._path, awvalid._path
         self.monitor = ControllerTopMonitor(self.driver)
+        self.accesses = AccessCrossCheck(SocPorts(dut))
         self.board = Scoreboard(params, lambda: f"cycle {self.cycle}")
         self.golden = self.board.golden
         self.rng = rng_from_env("firmware-pim")
@@ -342,12 +351,11 @@ class TraceTraffic:
     def sample(self) -> None:
         board, d = self.board, self.driver
         sample = self.monitor.pim()
+        self.accesses.sample(self.cycle, sample)
         self.measure(sample)
-        self.check_bus()
         if self.console[0].read():
             self.console_log.append(divmod(self.console[1].read(), 1 << 24))
         board.check_cycle(sample, self.edc_settled() and self.tvc_settled(), self.settled, d.queues)
-        access = sample.access
         head = self.edc.items[0][1] if self.edc.items else None
         if head is not None and head.kind == "draft" and sample.edc_event is None:
             self.golden.edc_draft_held()
@@ -377,8 +385,6 @@ class TraceTraffic:
             board.preverify_read(sample.preverify_read)
             self.order_taken(unpack("preverify", sample.preverify_read, self.p.queues))
         board.edge(self.want_draft, sample.want_preverify)
-        if access is not None and access[0]:
-            board.register_write(access[1] << 2, access[2], access[3], sample.access_answer[1])
         self.npu_sample()
         cpu = self.monitor.cpu()
         if cpu.preverify_written is not None:
@@ -481,7 +487,7 @@ class TraceTraffic:
             self.mode = "draft"
         self.edc.items.append((event.bits, event))
 
-    # -- measurements and the bus ----------------------------------------------------------
+    # -- measurements ---------------------------------------------------------------------
     def measure(self, sample) -> None:
         irq = sample.irq
         if irq and not self.irq_before:
@@ -503,23 +509,6 @@ class TraceTraffic:
             self.latencies[ORDER_KIND].append(self.cycle - self.doorbell_at)
             if self.doorbell_idle:
                 self.latencies[ORDER_IDLE].append(self.cycle - self.doorbell_at)
-
-    def check_bus(self) -> None:
-        bus, board = self.driver.bus, self.board
-        for valid, ready, data, response in (
-            (bus.rvalid, bus.rready, bus.rdata, bus.rresp),
-            (bus.bvalid, bus.bready, None, bus.bresp),
-        ):
-            if not (valid.read() and ready.read()):
-                continue
-            if not board.bus_answers:
-                self.errors.add("an AXI response without a register access")
-                continue
-            rdata, ok = board.bus_answers.popleft()
-            got = (data.read() if data is not None else 0, response.read())
-            want = (rdata if ok and data is not None else 0, 0 if ok else 2)
-            if got != want:
-                self.errors.add(f"AXI answered {got}, the register file {want}")
 
     def console_codes(self, code: int) -> list[int]:
         return [value for kind, value in self.console_log if kind == code]
@@ -585,6 +574,7 @@ async def firmware_against_a_drafting_trace(dut):
     assert result == 0, f"the firmware's check {result} failed"
     errors = tb.errors.messages + tb.board.leftovers(tb.board.counts["squashed"])
     assert not errors, f"{len(errors)} error(s):\n" + "\n".join(errors[:40])
+    accesses = tb.accesses.check()
     c = tb.counts
     (orders,) = tb.console_codes(CONSOLE_ORDERS)
     assert orders == c["orders"] > 0, (orders, c)
@@ -599,7 +589,8 @@ async def firmware_against_a_drafting_trace(dut):
         f"{tb.cycle} cycles; firmware bring-up {bring_up} CPU cycles, {served} controller "
         f"interrupts served; {c['decisions']} EDC "
         f"decisions ({c['suppress']} suppress), {c['asks']} TVC answers to the CPU, "
-        f"{c['orders']} orders, {c['rejections']} rejections, {b['reads_checked']} firmware "
+        f"{c['orders']} orders, {c['rejections']} rejections, {accesses} register accesses "
+        f"(the AXI port's and the access port's agree), {b['reads_checked']} firmware "
         f"reads checked ({b['reads_unchecked']} not compared: EDC/TVC busy), {b['writes']} writes, "
         f"{b['soft_resets']} soft resets, {b['irq_checked']} cycles of irq checked",
     )

@@ -5,8 +5,9 @@ Shared by the top's integration testbench (``tests/top/tb_top.py``, whose docstr
 describes the checks and the register-visible effects) and the SoC testbench of the
 firmware (``tests/firmware/tb_firmware.py``): :class:`Scoreboard` (the golden
 :class:`~ahasd.golden.top.GoldenTop`, in-order checkers of EDC decisions, TVC answers and
-queue entries, the GTSU's outputs and ``want_preverify`` every cycle, register reads and
-writes, the interrupt), :class:`ChangeRecord` (which registers each event changed, read back
+queue entries, the GTSU's outputs and ``want_preverify`` every cycle, every register
+access's AXI response (read data, ``RRESP``, ``BRESP``) against the golden model, the
+interrupt), :class:`ChangeRecord` (which registers each event changed, read back
 through the bus) and the rules saying when a read can be compared (:func:`depends_on_edc`,
 :func:`depends_on_tvc`, :data:`LEVELS`).
 """
@@ -20,8 +21,9 @@ from ahasd.golden.edc import COUNTER_NAMES
 from ahasd.golden.gtsu import TASK_CODES
 from ahasd.golden.queues import unpack
 from ahasd.golden.top import GoldenTop
+from ahasd.hw.axi_lite import Resp
 from ahasd.hw.tb.checker import ErrorLog, InOrderChecker
-from ahasd.hw.tb.top import CpuCycle, NpuCycle, PimCycle
+from ahasd.hw.tb.top import WORD_SHIFT, CpuCycle, NpuCycle, PimCycle
 from ahasd.hw.tvc import Op, Table
 from ahasd.params import TopParams
 
@@ -55,6 +57,7 @@ COUNTS = (
 # PIM cycles the pre-verification queue's pointer synchroniser may take to show an order
 # the CPU wrote (``Queue``: visible to the reader 3 to 4 read-clock edges after the write).
 PREVERIFY_LAG = 4
+OKAY, SLVERR = Resp.OKAY.value, Resp.SLVERR.value
 
 
 def depends_on_edc(name: str) -> bool:
@@ -85,6 +88,19 @@ class EdcEvent:
     args: tuple
     bits: int
     probes: int
+
+
+@dataclass
+class ReadTaken:
+    """A read the register file took, waiting for its R response: the golden answer, whether
+    it is compared (the blocks it shows had settled), and the pending change of the register
+    it would observe with the register's golden view then (``change`` None: none)."""
+
+    name: str
+    expected: tuple[int, bool]  # (value, ok)
+    check: bool
+    change: tuple | None
+    view: object
 
 
 # -- which registers each event changed (the register-visible effects) ---------------------
@@ -264,11 +280,15 @@ class ChangeRecord:
                 best, fewest = name, count
         return best
 
-    def observe(self, name: str) -> bool:
-        """A checked read of ``name`` (its low word) showed the golden value of now; False
-        if the register changed since without a recorded event (a testbench fault)."""
-        kinds, view = self.pending.pop(name)
-        if self.views[name]() != view:
+    def observe(self, name: str, change: tuple, view_then) -> bool:
+        """A checked read of ``name`` (its low word), taken when ``change`` was its pending
+        change and its golden view ``view_then``, showed the golden value; False if the
+        register had changed without a recorded event (a testbench fault). The answer comes
+        a cycle after the read: a change recorded meanwhile stays pending."""
+        kinds, view = change
+        if self.pending.get(name) is change:
+            del self.pending[name]
+        if view_then != view:
             return False
         self.observed += 1
         for kind in kinds:
@@ -297,7 +317,8 @@ class Scoreboard:
             for name in ("draft", "feedback", "pre-verification")
         }
         self.snapshot_checked: dict[str, bool] = {}  # 64-bit registers: low word checked
-        self.bus_answers: deque[tuple[int, bool]] = deque()  # (rdata, ok) per access taken
+        # Reads taken, waiting for their R response (the next cycle's).
+        self.reads_taken: deque[ReadTaken] = deque()
         self.switches_before_resets = 0  # GTSU switches counted before soft resets
         self.counts = dict.fromkeys(COUNTS, 0)
         self.preverify_unseen = 0  # PIM cycles an order has been pending with want low
@@ -328,13 +349,13 @@ class Scoreboard:
         )
 
     # register accesses
-    def register_read(self, address: int, answer: tuple[int, bool], settled, levels) -> None:
-        """A read of the word at ``address`` taken this cycle, answered ``answer``."""
+    def register_read(self, address: int, settled, levels) -> None:
+        """A read of the word at ``address`` taken at this edge: what it must answer, from
+        the golden model before the edge (:meth:`read_answered` compares)."""
         golden = self.golden
         found = golden.regmap.at(address)
         name = found[0].name if found else None
         expected = golden.bus_read(address)  # always: it keeps the golden snapshots in step
-        _, ok = expected
         caught_up = True  # a level: the RTL's shows the golden queue's
         if name in LEVELS:
             caught_up = expected[0] == levels[LEVELS[name]]
@@ -345,28 +366,31 @@ class Scoreboard:
                 self.snapshot_checked[name] = check
             else:
                 check = check and self.snapshot_checked.get(name, False)
-        self.bus_answers.append((answer[0], not answer[1]))
-        if not check:
+        change = view = None
+        if found and found[1] == 0 and caught_up and name in self.record.pending:
+            change = self.record.pending[name]
+            view = self.record.views[name]()
+        self.reads_taken.append(ReadTaken(name or hex(address), expected, check, change, view))
+
+    def read_answered(self, rdata: int, rresp: int) -> None:
+        """The R response of the read taken at the last edge."""
+        read = self.reads_taken.popleft()
+        if not read.check:
             self.counts["reads_unchecked"] += 1
             return
+        value, ok = read.expected
         self.counts["reads_checked"] += 1
         self.counts["slverr"] += not ok
-        if (answer[0], not answer[1]) != expected:
+        if (rdata, rresp) != (value if ok else 0, OKAY if ok else SLVERR):
             self.errors.add(
-                f"read {name or hex(address)}: RTL {answer[0]:#x} ok={not answer[1]}, "
-                f"golden {expected[0]:#x} ok={expected[1]}"
+                f"read {read.name}: RTL {rdata:#x} RRESP {rresp}, golden {value:#x} ok={ok}"
             )
-        elif (
-            found
-            and found[1] == 0
-            and caught_up
-            and name in self.record.pending
-            and not self.record.observe(name)
-        ):
-            self.errors.add(f"{name} changed in the golden model with no event recorded")
+        elif read.change is not None and not self.record.observe(read.name, read.change, read.view):
+            self.errors.add(f"{read.name} changed in the golden model with no event recorded")
 
-    def register_write(self, address: int, data: int, strobe: int, error: bool) -> None:
-        """A write taken at this edge (after :meth:`edge`)."""
+    def register_write(self, address: int, data: int, strobe: int, bresp: int) -> None:
+        """A write taken at the last edge (its B response is this cycle's), applied before
+        anything of this cycle."""
         golden = self.golden
         switches = golden.gtsu.switches
         record = self.record
@@ -382,23 +406,28 @@ class Scoreboard:
         record.after(kind, names, before)
         if golden.gtsu.switches < switches:  # a soft reset of the GTSU clears its count
             self.switches_before_resets += switches
-        self.bus_answers.append((0, ok))
-        if ok == error:
-            self.errors.add(f"write {name}: RTL error={error}, golden ok={ok}")
+        if bresp != (OKAY if ok else SLVERR):
+            self.errors.add(f"write {name}: RTL BRESP {bresp}, golden ok={ok}")
         self.counts["soft_resets" if name == "SOFT_RESET" else "writes"] += 1
         self.counts["slverr"] += not ok
 
     def check_cycle(self, sample: PimCycle, quiet: bool, settled, queues) -> None:
-        """The checks of every PIM cycle before its events: the interrupt when ``quiet`` (the
-        EDC and TVC settled), the register read the register file takes (compared when
-        ``settled(name)``; the level registers against the level ports of ``queues``, a
+        """The register accesses and checks of every PIM cycle, before its events, in the
+        golden model's order: the write taken at the last edge (applied first) and its
+        ``BRESP``, the R response of the read taken there, the interrupt when ``quiet`` (the
+        EDC and TVC settled), the read the register file takes at the coming edge (compared
+        when ``settled(name)``; the level registers against the level ports of ``queues``, a
         :class:`~ahasd.hw.tb.top.QueuePorts`), the GTSU's outputs."""
+        if sample.write is not None:
+            word, data, strobe, bresp = sample.write
+            self.register_write(word << WORD_SHIFT, data, strobe, bresp)
+        if sample.read_answer is not None:
+            self.read_answered(*sample.read_answer)
         if quiet:
             self.check_irq(sample.irq)
-        access = sample.access
-        if access is not None and not access[0]:
+        if sample.read is not None:
             levels = {port: queues.level(port) for port in LEVELS.values()}
-            self.register_read(access[1] << 2, sample.access_answer, settled, levels)
+            self.register_read(sample.read << WORD_SHIFT, settled, levels)
         self.check_gtsu(sample)
 
     def check_irq(self, irq: bool) -> None:

@@ -203,10 +203,11 @@ def _targets() -> dict[str, Target]:
             lambda: ControllerTop(TopParams()),
             TopParams(),
             ("cpu", "npu", "pim"),
-            # The register walk only: tb_top's monitor reads the register file's access
-            # port inside the top (``dut.registers.access__*``), which the flattened
-            # mutation netlist does not have; it joins once it observes the ports alone.
-            (CocotbRun("tb_registers"),),
+            # The register walk (quick: it kills most register-file mutants first), then
+            # the integration test at full length (its traffic minimums need the 20,000
+            # events; about 5 s): its monitor reads the top's ports alone, the register
+            # accesses rebuilt from the AXI handshakes, so it runs on the flattened netlist.
+            (CocotbRun("tb_registers"), CocotbRun("tb_top", "integration")),
             600,
             # The top's own logic: the register file, the AXI4-Lite port, the interrupt
             # and the wiring (the blocks it holds have campaigns of their own).

@@ -7,12 +7,21 @@ manager), every expectation read off the compiled SystemRDL map (``ahasd.regmap`
    keeps its value;
 3. a read/write register takes two complementary patterns and reads back exactly its
    writable field bits (reserved bits read 0); a write with one byte strobe changes that
-   byte only; a 64-bit one changes only when its high word is written;
+   byte only (each byte in turn, to its complement); a 64-bit one changes only when its
+   high word is written, with what every low-word write since the last high word put in
+   its buffer (a full word, then one byte of it rewritten);
 4. the write-one-to-clear causes: an EDC error (``EDC_HMAX := 0``) sets ``IRQ_STATUS.
    edc_error`` and ``irq`` once enabled; writing 0, or 1 without its strobe, keeps it;
    writing 1 clears it;
 5. the write-one-to-pulse ``SOFT_RESET`` bits reset their block (its error flag, its
-   registers back to their reset values) and read 0.
+   registers back to their reset values) and read 0;
+6. a 64-bit read is atomic: a ``LEARN`` on the TVC's command port between the reads of a
+   table entry's low and high words leaves the high word read as the low word's read saw it
+   (the buffer_reads snapshot), for every entry of every table;
+7. a write to a table entry that changes no field (strobes on a reserved byte only) is
+   not handed to the TVC: its command port stays ready, and during a ``LEARN`` the write
+   answers as fast as with the TVC idle; one to the field's byte holds the command port
+   for a cycle, and waits for the ``LEARN``.
 
 Unmapped words (every gap of the 4 KiB window, in steps of 4 bytes) answer ``SLVERR`` with
 data 0. The overlapping mask patterns of step 3 raise the GTSU's configuration error, which
@@ -27,14 +36,20 @@ import os
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, Timer
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, Timer
+from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 from harness.tb import report
 
+from ahasd.hw.tb.streams import encode
+from ahasd.hw.tb.top import TABLE_CODES
+from ahasd.hw.tvc import Op, command_layout
 from ahasd.params import TopParams
 from ahasd.regmap import register_map
 
 PATTERNS = (0x5555_5555_5555_5555, 0xAAAA_AAAA_AAAA_AAAA)
+# A LEARN's longest run (2 + divider_cycles at the default TVC) with a margin.
+LEARN_CYCLES = 40
 
 
 class Walk:
@@ -75,8 +90,59 @@ class Walk:
             resp = await self.write_word(address, (value >> (32 * word)) & 0xFFFF_FFFF)
             self.expect(f"{reg.name} word {word} write response", resp, AxiResp.OKAY)
 
+    async def learn(self, params: TopParams, table: str, cycles: int, length: int) -> None:
+        """One ``LEARN`` on the TVC's command port, waited out."""
+        await self.start_learn(params, table, cycles, length)
+        await ClockCycles(self.dut.pim_clk, LEARN_CYCLES)
 
-@cocotb.test(timeout_time=100, timeout_unit="ms")
+    async def start_learn(self, params: TopParams, table: str, cycles: int, length: int) -> None:
+        """Present one ``LEARN`` on the TVC's command port until it is taken (it then runs
+        for up to ``2 + divider_cycles`` cycles)."""
+        bits = encode(
+            command_layout(params.tvc),
+            {
+                "op": Op.LEARN,
+                "args": {
+                    "learn": {"table": TABLE_CODES[table], "cycles": cycles, "length": length}
+                },
+            },
+        )
+        clock, command = self.dut.pim_clk, self.dut
+        await FallingEdge(clock)
+        command.tvc_cmd__payload.value = bits
+        command.tvc_cmd__valid.value = 1
+        await ReadOnly()
+        while not command.tvc_cmd__ready.value:
+            await FallingEdge(clock)
+            await ReadOnly()
+        await FallingEdge(clock)
+        command.tvc_cmd__valid.value = 0
+
+    async def write_time(self, address: int, value: int, strobe: int) -> tuple[int, int]:
+        """One write, started after a falling edge of the clock (so two times compare): the
+        simulated time (ps) from its start to its response, and the cycles meanwhile in
+        which the TVC's command port was not ready."""
+        clock, ready = self.dut.pim_clk, self.dut.tvc_cmd__ready
+        await FallingEdge(clock)
+        start = get_sim_time("ps")
+        not_ready = 0
+
+        async def watch():
+            nonlocal not_ready
+            while True:
+                await ReadOnly()
+                not_ready += not ready.value
+                await FallingEdge(clock)
+
+        watcher = cocotb.start_soon(watch())
+        resp = await self.write_word(address, value, strobe)
+        watcher.cancel()
+        self.expect(f"write of {address:#05x} response", resp, AxiResp.OKAY)
+        return get_sim_time("ps") - start, not_ready
+
+
+# The walk takes about 7 us of simulated time: a mutant that hangs the bus fails at 1 ms.
+@cocotb.test(timeout_time=1, timeout_unit="ms")
 async def register_walk(dut):
     params = TopParams.from_dict(json.loads(os.environ.get("AHASD_TB_PARAMS", "{}")))
     for domain, period in (("pim", 1250), ("npu", 1000), ("cpu", 1500)):
@@ -142,18 +208,42 @@ async def register_walk(dut):
             walk.expect(
                 f"{reg.name} <- {pattern:#x}", await walk.read(reg), pattern & reg.write_mask
             )
-        # One byte strobe (byte 0 of the low word); a 64-bit register waits for its high
+        # One byte strobe, each byte of the low word in turn, writing its complement (never
+        # 0 where the rest is 0: EDC_HMAX refuses 0); a 64-bit register waits for its high
         # word, written here as one byte holding the value it has.
-        before = await walk.read(reg)
-        await walk.write_word(reg.address, 0x0000_0000, 0b0001)
-        if reg.words > 1:
-            walk.expect(f"{reg.name} low word buffered", await walk.read(reg), before)
-            high_byte = (before >> 32) & 0xFF
-            await walk.write_word(reg.address + 4, high_byte, 0b0001)
-        wanted = (before & ~0xFF) & reg.write_mask
-        walk.expect(f"{reg.name} after a one-byte write", await walk.read(reg), wanted)
+        for byte in range(4):
+            before = await walk.read(reg)
+            shift = 8 * byte
+            flipped = ~before & (0xFF << shift)
+            await walk.write_word(reg.address, flipped & 0xFFFF_FFFF, 1 << byte)
+            if reg.words > 1:
+                walk.expect(f"{reg.name} low word buffered", await walk.read(reg), before)
+                high_byte = (before >> 32) & 0xFF
+                await walk.write_word(reg.address + 4, high_byte, 0b0001)
+            wanted = ((before & ~(0xFF << shift)) | flipped) & reg.write_mask
+            walk.expect(f"{reg.name} after a write of byte {byte}", await walk.read(reg), wanted)
         await walk.write(reg, reg.reset)
         walk.expect(f"{reg.name} restored", await walk.read(reg), reg.reset)
+
+    # 3b. A 64-bit register's write buffer merges the low-word writes before the high
+    # word's: the low word all ones, then one byte of it zeroed, then the high word. Each
+    # byte position once, so every buffered bit is both kept (three times) and replaced.
+    for reg in regs:
+        if not (reg.buffer_writes and all(f.access == "rw" for f in reg.fields)):
+            continue
+        low, high = reg.word_addresses
+        for byte in range(4):
+            high_word = PATTERNS[byte % 2] & 0xFFFF_FFFF
+            await walk.write_word(low, 0xFFFF_FFFF)
+            await walk.write_word(low, 0x0000_0000, 1 << byte)
+            await walk.write_word(high, high_word)
+            merged = (high_word << 32) | (0xFFFF_FFFF & ~(0xFF << (8 * byte)))
+            walk.expect(
+                f"{reg.name} after two low-word writes (byte {byte} cleared by the second)",
+                await walk.read(reg),
+                merged & reg.write_mask,
+            )
+        await walk.write(reg, reg.reset)
 
     # The mask patterns overlapped (GTSU configuration error, sticky): reset the GTSU and
     # clear every cause before the next steps.
@@ -196,6 +286,51 @@ async def register_walk(dut):
     tvc_n_max = regs.get("TVC_N_MAX")
     walk.expect("TVC_N_MAX after SOFT_RESET.tvc", await walk.read(tvc_n_max), tvc_n_max.reset)
     walk.expect("SOFT_RESET reads 0", await walk.read(regs.get("SOFT_RESET")), 0)
+
+    # 6. A 64-bit read is atomic: its high word is the snapshot the low word's read took,
+    # even when a LEARN shifts the table between the two. Each entry's high word is made
+    # to differ from its neighbour's, so the shift changes every one of them.
+    frac_bits = params.tvc.frac_bits
+    for table in TABLE_CODES:
+        entries = [regs.get(f"TVC_{table.upper()}[{i}]") for i in range(params.tvc.depth)]
+        for index, reg in enumerate(entries):
+            values = [((0x10 + i) << 32) | (0x100 * (i + 1)) for i in range(len(entries))]
+            for entry, value in zip(entries, values, strict=True):
+                await walk.write(entry, value)
+            low, high = reg.word_addresses
+            data, _ = await walk.read_word(low)
+            walk.expect(f"{reg.name} low word", data, values[index] & 0xFFFF_FFFF)
+            await walk.learn(params, table, cycles=1, length=1)
+            data, _ = await walk.read_word(high)
+            walk.expect(f"{reg.name} high word, a LEARN after the low word", data, 0x10 + index)
+            # The LEARN shifted (1 << F) // 1 into entry 0.
+            shifted = values[index - 1] if index else 1 << frac_bits
+            walk.expect(f"{reg.name} after the LEARN", await walk.read(reg), shifted)
+        for entry in entries:
+            await walk.write(entry, entry.reset)
+
+    # 7. A write to a TVC table entry that changes no field (its strobes on byte 1 of the
+    # high word only, the buffer empty) is not handed to the TVC: with the TVC idle its
+    # command port stays ready throughout (a write handed over holds it for a cycle), and
+    # while a LEARN runs it answers as fast as with the TVC idle (one to the field's byte
+    # waits: the check that a wait shows in the time measured).
+    for table in TABLE_CODES:
+        for index in range(params.tvc.depth):
+            reg = regs.get(f"TVC_{table.upper()}[{index}]")
+            high = reg.word_addresses[1]
+            idle, held = await walk.write_time(high, 0, 0b0010)
+            walk.expect(f"{reg.name} reserved-byte write: command port held", held, 0)
+            _, held = await walk.write_time(high, 0, 0b0001)
+            walk.expect(f"{reg.name} field write: command port held", held, 1)
+            await walk.start_learn(params, table, cycles=1, length=1)
+            busy, _ = await walk.write_time(high, 0, 0b0010)
+            walk.expect(f"{reg.name} reserved-byte write during a LEARN (ps)", busy, idle)
+            await ClockCycles(dut.pim_clk, LEARN_CYCLES)
+            await walk.start_learn(params, table, cycles=1, length=1)
+            waited, _ = await walk.write_time(high, 0, 0b0001)
+            walk.expect(f"{reg.name} field write during a LEARN waits", waited > idle, True)
+            await ClockCycles(dut.pim_clk, LEARN_CYCLES)
+            await walk.write(reg, reg.reset)
 
     assert not walk.errors, f"{len(walk.errors)} error(s):\n" + "\n".join(walk.errors[:30])
     report(dut, f"register walk: {len(regs)} registers, {walk.checks} checks, all as the map says")

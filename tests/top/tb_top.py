@@ -22,20 +22,25 @@ driver
     queue's writer. ``cpu``: the pre-verification queue's writer.
 monitor
     :class:`ahasd.hw.tb.top.ControllerTopMonitor`: every transfer and output of a domain in
-    one cycle, and the register access the AXI bridge hands the register file.
+    one cycle, from the top's ports alone; the register accesses rebuilt from the AXI4-Lite
+    handshakes (a read at the edge that takes it, a write at its B response, the cycle
+    after). ``AHASD_CROSS_CHECK_ACCESSES=1`` also watches the register file's access port
+    inside the top and asserts that both saw the same accesses at the same edges
+    (``harness.top_accesses.AccessCrossCheck``; not on the mutation campaign's flattened
+    netlist).
 model
     :class:`ahasd.golden.top.GoldenTop`. Per PIM cycle the scoreboard applies, in the model's
-    order: the reads issued, the events and queue transfers taken at the edge, ``step``
-    (the GTSU with the ``want_preverify`` the RTL shows, since the queue's synchroniser
-    latency is not modelled), then the bus write taken at that edge.
+    order: the bus write taken at the last edge, the reads issued, the events and queue
+    transfers taken at the edge, then ``step`` (the GTSU with the ``want_preverify`` the RTL
+    shows, since the queue's synchroniser latency is not modelled).
 checker
     :class:`Scoreboard` (``harness.top_scoreboard``, shared with the firmware's SoC
     testbench): every EDC decision (all fields) and every TVC answer (``n`` and
     ``C_left``) in order, every entry out of every queue and every squash, the GTSU's outputs
     in every cycle, ``want_preverify`` in both directions (never high with no order pending,
     high within the synchroniser's 4 PIM cycles of one becoming pending), every register
-    access (read data, SLVERR) at the cycle the register file takes it and again as the AXI
-    response, and the interrupt output. Reads of EDC registers
+    access's AXI response (read data, ``RRESP``/``BRESP``) against the golden model at the
+    edge the register file takes it, and the interrupt output. Reads of EDC registers
     and of the interrupt causes are compared when the EDC has settled (no event for 4
     cycles), of TVC registers when the TVC has been idle for 3: the golden EDC and TVC apply
     an event at once, the RTL a few cycles later (``ahasd.golden.top``). Queue levels read through
@@ -73,6 +78,7 @@ import cocotb
 from cocotb.triggers import FallingEdge, Timer
 from cocotb.utils import get_sim_time
 from harness.tb import report, rng_from_env
+from harness.top_accesses import AccessCrossCheck
 from harness.top_scoreboard import LEVELS, EdcEvent, Scoreboard, depends_on_edc, depends_on_tvc
 
 from ahasd.golden.queues import DraftEntry, FeedbackEntry, PreverifyEntry, pack
@@ -80,6 +86,7 @@ from ahasd.hw.tb.clocking import EdgeLoop, LoopTask, wait_until
 from ahasd.hw.tb.pins import write_immediately
 from ahasd.hw.tb.top import (
     TABLE_CODES,
+    WORD_SHIFT,
     ControllerTopDriver,
     ControllerTopMonitor,
     CpuCycle,
@@ -90,6 +97,9 @@ from ahasd.hw.tvc import Op, Table
 from ahasd.params import TopParams
 
 EVENTS = int(os.environ.get("AHASD_EVENTS", "20000"))
+# Compare the accesses the monitor rebuilds from the AXI port with the register file's
+# access port inside the top (the generated Verilog has it, the mutation netlist does not).
+CROSS_CHECK_ACCESSES = os.environ.get("AHASD_CROSS_CHECK_ACCESSES") == "1"
 PERIODS_PS = {"pim": 1250, "npu": 1000, "cpu": 1500}
 # The CPU writes a pre-verification order in this share of the CPU cycles it may.
 PREVERIFY_RATE = 0.03
@@ -98,6 +108,8 @@ PREVERIFY_RATE = 0.03
 # The test body looks at the loops' progress every POLL_CYCLES PIM cycles.
 POLL_CYCLES = 64
 SOFT_RESET_EVERY = 500  # CPU accesses between two scheduled soft resets
+# A random write's W this many cycles before its AW (negative: AW first).
+WRITE_SKEWS = (0, 0, 1, -1, 2, -3)
 FILL_EVERY = 1500  # EDC events between two directed fills (see Stimulus.filling)
 
 
@@ -330,12 +342,16 @@ class Stimulus:
         queues.preverify_r.accept((stop or random() < self.preverify_take) and not hold_queues)
 
     def pim_taken(self, sample: PimCycle) -> None:
-        """Apply this cycle's transfers (sampled in ``ReadOnly``) to the scoreboard, then
-        the edge and the register write taken at it."""
+        """Apply this cycle's register accesses and transfers (sampled in ``ReadOnly``) to the
+        scoreboard, then the edge."""
         board, golden, d = self.board, self.golden, self.driver
+        soft_reset = (golden.regmap.get("SOFT_RESET"), 0)
+        write = sample.write
+        if write is not None and golden.regmap.at(write[0] << WORD_SHIFT) == soft_reset:
+            # Before the settling rules below: check_cycle applies the write first.
+            self.tvc_idle_run = 0
         quiet = self.edc_settled() and self.tvc_settled()
         board.check_cycle(sample, quiet, self.settled, d.queues)
-        access = sample.access
         if (
             self.edc_event is not None
             and self.edc_event.kind == "draft"
@@ -379,10 +395,6 @@ class Stimulus:
             board.preverify_read(sample.preverify_read)
 
         board.edge(self.want_draft and not self.pinned, sample.want_preverify)
-        if access is not None and access[0]:
-            board.register_write(access[1] << 2, access[2], access[3], sample.access_answer[1])
-            if golden.regmap.at(access[1] << 2) == (golden.regmap.get("SOFT_RESET"), 0):
-                self.tvc_idle_run = 0
         self.cycle += 1
 
     # -- the NPU and CPU sides -------------------------------------------------------------
@@ -451,15 +463,21 @@ class Stimulus:
 
     # -- the scripted CPU's presets --------------------------------------------------------
 
-    def preset_script(self) -> list[tuple[str, str, int]]:
-        """Read every register (reset values), program every preset, read them back."""
+    def preset_script(self) -> list[tuple[str, str, int, int]]:
+        """Read every register (reset values), program every preset, read them back:
+        ``(kind, name, value, skew)`` (``skew``: :meth:`RegisterPort.write_word`'s)."""
         p, rng = self.p, self.rng
         script = [("read", name, 0) for name in self.readable]
         script += [("write", "EDC_HMAX", 0), ("read", "ERROR", 0), ("write", "SOFT_RESET", 1)]
         script += [("read", "IRQ_STATUS", 0), ("write", "IRQ_STATUS", 0b11111)]
+        # Every table entry with all its bits set, W a cycle before AW (the bridge holds the
+        # beat a cycle longer than with both together), read back; then its preset, AW first.
+        ones = (1 << p.tvc.ratio_bits) - 1
         for table in TABLE_CODES:
             for index in range(p.tvc.depth):
-                script.append(("write", f"TVC_{table.upper()}[{index}]", self.ratio(table)))
+                name = f"TVC_{table.upper()}[{index}]"
+                script += [("write", name, ones, 1), ("read", name, 0)]
+                script.append(("write", name, self.ratio(table), -1))
         half = p.gtsu.ranks // 2
         script += [
             ("write", "TVC_N_MAX", 6),
@@ -471,7 +489,7 @@ class Stimulus:
             ("write", "IRQ_ENABLE", 0b11111),
         ]
         script += [("read", name, 0) for name in self.readable]
-        return script
+        return [step if len(step) == 4 else (*step, 0) for step in script]
 
 
 class TB:
@@ -486,6 +504,7 @@ class TB:
         self.dut = dut
         self.driver = ControllerTopDriver(dut, params)
         self.monitor = ControllerTopMonitor(self.driver)
+        self.cross_check = AccessCrossCheck(dut) if CROSS_CHECK_ACCESSES else None
         self.board = Scoreboard(params, lambda: f"pim cycle {self.stimulus.cycle}")
         self.stimulus = Stimulus(self.driver, self.board)
         # The CPU's coroutine is stepped by the PIM loop, in its phases (it drives first, so
@@ -533,7 +552,10 @@ class TB:
         return True
 
     def pim_sample(self) -> None:
-        self.stimulus.pim_taken(self.monitor.pim())
+        sample = self.monitor.pim()
+        if self.cross_check is not None:
+            self.cross_check.sample(self.stimulus.cycle, sample)
+        self.stimulus.pim_taken(sample)
         self.cpu.sample()
 
     def npu_drive(self) -> bool:
@@ -597,17 +619,6 @@ class TB:
         if not await self.clock.until(settled, 20000):
             raise AssertionError("the blocks never settled for a register access")
 
-    async def _check_answer(self, data: int, response: int, what: str) -> None:
-        board = self.board
-        if not board.bus_answers:
-            board.errors.add(f"{what}: an AXI response without a register access")
-            return
-        rdata, ok = board.bus_answers.popleft()
-        if (data, response) != (rdata if ok else 0, 0 if ok else 2):
-            board.errors.add(
-                f"{what}: AXI answered {data:#x}/{response}, the register file {rdata:#x}/{ok}"
-            )
-
     async def _level_settle(self, name: str) -> None:
         """Hold the queue traffic until the RTL's level of ``name`` shows the golden one
         (the synchronisers' latency), for a few cycles at most (an entry presented to a
@@ -622,11 +633,18 @@ class TB:
             await self.clock.until(caught_up, 12)
 
     async def access(
-        self, kind: str, name: str, value: int = 0, strobe: int = 0xF, settle: bool = False
+        self,
+        kind: str,
+        name: str,
+        value: int = 0,
+        strobe: int = 0xF,
+        settle: bool = False,
+        skew: int = 0,
     ) -> int:
         """One register access of the CPU (a 64-bit register: its words, low first), holding
         the blocks it depends on; SOFT_RESET and IRQ_STATUS writes wait for them to settle,
-        and so does a read with ``settle``. Returns the data read."""
+        and so does a read with ``settle``; a write's W and AW ``skew`` cycles apart
+        (:meth:`RegisterPort.write_word`). Returns the data read."""
         bus, regmap = self.driver.bus, self.board.golden.regmap
         reg = regmap.get(name) if isinstance(name, str) else None
         addresses = reg.word_addresses if reg else (name,)
@@ -643,13 +661,11 @@ class TB:
         total = 0
         for word, address in enumerate(addresses):
             if kind == "read":
-                data, response = await bus.read_word(self.clock, address, 20000)
+                data, _ = await bus.read_word(self.clock, address, 20000)
                 total |= data << (32 * word)
             else:
                 data = (value >> (32 * word)) & 0xFFFF_FFFF
-                response = await bus.write_word(self.clock, address, data, 20000, strobe)
-                data = 0
-            await self._check_answer(data, response, f"{kind} {label}")
+                await bus.write_word(self.clock, address, data, 20000, strobe, skew)
         self.stimulus.hold_edc = self.stimulus.hold_tvc = self.stimulus.hold_queues = False
         return total
 
@@ -687,12 +703,14 @@ class TB:
             await self.soft_reset(rng.randrange(1, 8))
         elif roll < 0.03:
             name, value = stimulus.random_write()
-            await self.access("write", name, value, rng.choice([0xF, 0xF, 0xF, rng.randrange(16)]))
+            strobe = rng.choice([0xF, 0xF, 0xF, rng.randrange(16)])
+            await self.access("write", name, value, strobe, skew=rng.choice(WRITE_SKEWS))
         elif roll < 0.04:
             # A wide register's words out of the rule's order, or a high word alone.
             reg = self.board.golden.regmap.get(rng.choice(["TVC_NVCT[0]", "TVC_PVCT[1]"]))
             address = rng.choice(reg.word_addresses)
-            await self.access("write", address, rng.randrange(1 << 32), rng.randrange(16))
+            value, strobe = rng.randrange(1 << 32), rng.randrange(16)
+            await self.access("write", address, value, strobe, skew=rng.choice(WRITE_SKEWS))
         elif roll < 0.045:
             await self.access("write", "IRQ_STATUS", rng.randrange(32))
         elif roll < 0.047:
@@ -710,10 +728,10 @@ class TB:
             # is seen through the bus before the next event overwrites it.
             await self.read_changes()
 
-    async def register_loop(self, script: list[tuple[str, str, int]]) -> None:
+    async def register_loop(self, script: list[tuple[str, str, int, int]]) -> None:
         """The presets (``script``), then random accesses until the traffic stops."""
-        for kind, name, value in script:
-            await self.access(kind, name, value)
+        for kind, name, value, skew in script:
+            await self.access(kind, name, value, skew=skew)
         self.script_done = True
         while self.stimulus.stop:  # until the test starts the traffic
             await self.clock.next()
@@ -726,7 +744,9 @@ class TB:
             await self.access("read", name)
 
 
-@cocotb.test(timeout_time=600, timeout_unit="ms")
+# 20,000 events take about 35 us of simulated time: a mutant that stalls the traffic fails
+# at 2 ms (the campaign's time limit per mutant would otherwise be spent on it).
+@cocotb.test(timeout_time=2, timeout_unit="ms")
 async def integration(dut):
     """Presets through the bus, then random PIM/NPU/CPU traffic checked against the golden."""
     params = TopParams.from_dict(json.loads(os.environ.get("AHASD_TB_PARAMS", "{}")))
@@ -797,6 +817,9 @@ async def integration(dut):
     assert not too_few, f"traffic too thin: {too_few} (all counts: {c})"
     switches = board.switches_before_resets + golden.gtsu.switches
     assert switches > 10, f"only {switches} GTSU switches"
+    if tb.cross_check is not None:
+        agreed = tb.cross_check.check()
+        report(dut, f"{agreed} register accesses: the AXI port's and the access port's agree")
     report(
         dut,
         f"{board.events} events ({c['edc_events']} EDC, {c['tvc_commands']} TVC, "

@@ -1,5 +1,6 @@
 """Controller top, cocotb tier: the integration test (tb_top.py) and the register walk
-(tb_registers.py) on the generated Verilog.
+(tb_registers.py) on the generated Verilog; once more the integration test with its
+port-only monitor cross-checked against the register file's access port inside the top.
 
 Two seeds: ``AHASD_SEED`` (or a fresh random seed, printed) and that seed plus one (``make
 test`` runs the first, ``make regress`` both). Each run
@@ -29,6 +30,21 @@ def test_top_integration_against_golden(offset):
         test_module="tb_top",
         test_dir=HERE,
         seed=choose_seed() + offset,
+    )
+
+
+@pytest.mark.cocotb
+def test_accesses_rebuilt_from_the_axi_port_match_the_register_files_port():
+    """The integration test with the monitor's register accesses (rebuilt from the AXI
+    handshakes) compared, access by access and edge by edge, with the register file's access
+    port inside the top."""
+    run_block_cocotb(
+        "top",
+        TopParams(),
+        test_module="tb_top",
+        test_dir=HERE,
+        seed=choose_seed() + 2,
+        extra_env={"AHASD_CROSS_CHECK_ACCESSES": "1"},
     )
 
 
