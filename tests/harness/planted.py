@@ -44,6 +44,8 @@ INVARIANTS = {
         "no_drop": "nothing is dropped: a full queue back-pressures its writer",
         "no_duplicate": "nothing is duplicated: a squashed or read entry is never read again",
         "no_stale": "no entry of an older epoch is ever delivered after a squash",
+        "level": "the reader sees its fill level: the entries written, as its synchroniser "
+        "shows them, less those read",
     },
     "gtsu": {
         "one_role": "no rank is ever enabled for both roles at once",
@@ -188,6 +190,15 @@ CATALOGUE = {
         "fifo.r_en.eq(stale | self.r.ready)",
         "fifo.r_en.eq(self.r.ready)",
         "no_duplicate",
+        ("queues.pointer_proof",),
+    ),
+    "queues.reader_sees_writer_level": PlantedBug(
+        # the read side's level port shows the write side's level (another clock's register)
+        "queues",
+        "AsyncQueues",
+        "self.r_level.eq(fifo.r_level)",
+        "self.r_level.eq(fifo.w_level)",
+        "level",
         ("queues.pointer_proof",),
     ),
     "queues.epoch_bit0": PlantedBug(

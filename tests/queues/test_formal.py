@@ -435,9 +435,11 @@ class QueuePointers(Elaboratable):
             Assert(consume == read),
             Assert(s["w_port__addr"] == written[: width - 1]),
             Assert(s["r_port__addr"] == (read + took)[: width - 1]),
-            # the levels
+            # the levels: the reader's is exact, the entries written as its synchroniser
+            # shows them less those read (the writer's is registered: bounded only)
             Assert(getattr(block, f"{queue}_w_level") <= depth),
             Assert(getattr(block, f"{queue}_r_level") <= depth),
+            Assert(getattr(block, f"{queue}_r_level") == distance(consume, p1)),
         ]
         # The reset synchroniser starts high (its stages' init is 1) and clears at the first
         # two read-clock edges; until then the read side is at its initial state.
