@@ -6,11 +6,13 @@ tool error; one line of verdict on standard output.
 
 Each design is read on its own (both files define the same submodule names), elaborated
 from ``TOPMODULE``, flattened and cleaned; then ``equiv_make`` pairs the two by their port
-and signal names, ``equiv_struct`` pairs the registers a refactoring renamed (a block moved
-into a submodule of its own gets a prefixed name: the structure is the same), and
-``equiv_simple`` / ``equiv_induct`` prove every pair; ``equiv_status -assert`` fails on any
-pair left unproven. Registers start from their reset values in both designs, so the proof
-is about the designs as they come out of reset, like the hardware.
+and signal names, ``equiv_struct -icells`` pairs the cells and registers a refactoring
+renamed (a block moved into a submodule of its own gets a prefixed name, a register a new
+name: the structure is the same), and ``equiv_simple`` / ``equiv_induct`` prove every pair;
+``equiv_status -assert`` fails on any pair left unproven, so a pair ``equiv_struct``
+guessed wrong never makes two designs equivalent. ``equiv_induct`` proves that the designs
+never diverge once they agree for :data:`PROOF_STEPS` cycles; both leave reset in the same
+state.
 """
 
 from __future__ import annotations
