@@ -12,12 +12,12 @@ transfer happens at the next rising edge iff valid and ready were both high. It 
 ``ReadOnly`` only in a cycle that changes ``o.ready`` or ``param.valid``: every signal it
 samples (``i.ready``, ``param.ready``, ``o.valid``, ``o.payload``, ``result.valid``,
 ``result.payload``) is a function of the AAU's registers and of those two inputs alone
-(``hw/aau.py``, ``hw/aau_back_end.py``), so in any other cycle the values at the falling edge
-are what ``ReadOnly`` would show. Back to back, a cycle is one wake-up, one payload write and
-a few reads of one bit (and of ``o.payload`` when an element comes out). Every output word
-and result is kept and compared at the end of the run with the golden model's, which is
-called once per vector (``expected_outputs``); the first mismatch names its vector and
-element.
+(``hw/aau_front_end.py``, ``hw/aau_back_end.py``), so in any other cycle the values at the
+falling edge are what ``ReadOnly`` would show. Back to back, a cycle is one wake-up, one
+payload write and a few reads of one bit (and of ``o.payload`` when an element comes out).
+Every output word and result is kept and compared at the end of the run with the golden
+model's, which is called once per vector (``expected_outputs``); the first mismatch names
+its vector and element.
 
 ``random_vectors_bit_exact``: ``AHASD_VECTORS`` reduction vectors (``STATS``, ``SUM``,
 ``MAX``, ``LAYERNORM``, ``RMSNORM``; default 300) of lengths 1 to 4,096 (log-uniform, plus
@@ -74,17 +74,9 @@ from harness.coverage import Coverage
 from harness.tb import params_from_env, report, rng_from_env
 
 from ahasd.golden import aau as golden
-from ahasd.hw.aau import (
-    OUTPUT_LATENCY,
-    REDUCTION_LATENCY,
-    RESULT_LATENCY,
-    Mode,
-    element_layout,
-    input_layout,
-    norm_result_latency,
-    param_layout,
-    result_layout,
-)
+from ahasd.hw.aau import OUTPUT_LATENCY, REDUCTION_LATENCY, RESULT_LATENCY, norm_result_latency
+from ahasd.hw.aau_back_end import element_layout, param_layout
+from ahasd.hw.aau_layouts import Mode, input_layout, result_layout
 from ahasd.hw.tb.pins import pins
 from ahasd.params import AAUParams
 
@@ -132,7 +124,7 @@ class Traffic:
     results : ``(cycle, fields)`` of every result taken.
     element_cycles : the cycle of every ``o`` element taken.
     element_words : the ``o`` payload of every element taken (``data`` and ``last``, as
-        :func:`ahasd.hw.aau.element_layout` packs them).
+        :func:`ahasd.hw.aau_back_end.element_layout` packs them).
     cycles : the clock cycles the run took, from its first falling edge to its last.
     """
 
@@ -359,7 +351,7 @@ class TB:
 
 def expected_outputs(vectors: list[Vector], params: AAUParams):
     """The golden model's results, and its output elements as ``o`` payload words
-    (``data`` | ``last`` << 16, as :func:`ahasd.hw.aau.element_layout` packs them), in
+    (``data`` | ``last`` << 16, as :func:`ahasd.hw.aau_back_end.element_layout` packs them), in
     stream order; one golden-model call per vector."""
     results, words = [], []
     # Reset state of the unit: R = 0, recip = 0 (docs/aau.md section 6), N = T = r = k = 0

@@ -21,14 +21,9 @@ from amaranth.sim import Simulator
 from harness.amaranth_sim import simulate
 from harness.seeds import choose_seed
 
-from ahasd.hw.aau import (
-    DIVIDER_CYCLES,
-    Mode,
-    PostPass,
-    accumulators_layout,
-    norm_post_pass_cycles,
-)
 from ahasd.hw.aau_back_end import BackEnd
+from ahasd.hw.aau_layouts import Mode, accumulators_layout
+from ahasd.hw.aau_post_pass import DIVIDER_CYCLES, PostPass, norm_post_pass_cycles
 from ahasd.hw.aau_units import (
     EXP_LATENCY,
     GATE_LATENCY,

@@ -43,6 +43,7 @@ def _prepare(path: Path, top: str, name: str) -> list[str]:
         f"hierarchy -check -top {top}",
         "proc",
         "flatten",
+        "memory",
         "opt_clean -purge",
         f"rename {top} {name}",
         f"design -stash {name}",
