@@ -74,6 +74,7 @@ from harness.coverage import Coverage
 from harness.tb import params_from_env, report, rng_from_env
 
 from ahasd.golden import aau as golden
+from ahasd.golden import aau_modes as golden_modes
 from ahasd.hw.aau import OUTPUT_LATENCY, REDUCTION_LATENCY, RESULT_LATENCY, norm_result_latency
 from ahasd.hw.aau_back_end import element_layout, param_layout
 from ahasd.hw.aau_layouts import Mode, input_layout, result_layout
@@ -86,7 +87,11 @@ CLOCK_NS = 10
 SIGNED_FIELDS = ("max", "sum", "z_exp", "w")
 STATS_FIELDS = ("max", "argmax", "z", "z_exp", "w", "recip", "top1", "entropy")
 ELEMENT_MODES = (Mode.SOFTMAX, Mode.NORM, Mode.RELU, Mode.SILU, Mode.GELU)
-ACTIVATIONS = {Mode.RELU: golden.aau_relu, Mode.SILU: golden.aau_silu, Mode.GELU: golden.aau_gelu}
+ACTIVATIONS = {
+    Mode.RELU: golden_modes.aau_relu,
+    Mode.SILU: golden_modes.aau_silu,
+    Mode.GELU: golden_modes.aau_gelu,
+}
 RESERVED_CODES = range(len(Mode), 16)
 CODE_MASK = 0xFFFF  # an INT16 code's bit pattern
 # where an o payload word holds its element's data and last flag (the same for all params)
@@ -357,14 +362,16 @@ def expected_outputs(vectors: list[Vector], params: AAUParams):
     # Reset state of the unit: R = 0, recip = 0 (docs/aau.md section 6), N = T = r = k = 0
     # (section 9.2).
     held = golden.Stats(max=0, argmax=0, z=0, z_exp=0, w=0, recip=0, top1=0, entropy=0)
-    held_norm = golden.NORM_RESET
+    held_norm = golden_modes.NORM_RESET
     for vector in vectors:
         codes = vector.codes
         if vector.element:
             if vector.mode == Mode.SOFTMAX:
                 outputs = golden.aau_softmax(codes, params, stats=held)
             elif vector.mode == Mode.NORM:
-                outputs = golden.aau_norm(codes, vector.gamma, vector.beta, params, stats=held_norm)
+                outputs = golden_modes.aau_norm(
+                    codes, vector.gamma, vector.beta, params, stats=held_norm
+                )
             else:
                 outputs = ACTIVATIONS[vector.mode](codes, params)
             last = np.zeros(len(codes), dtype=np.int64)
@@ -385,7 +392,7 @@ def expected_outputs(vectors: list[Vector], params: AAUParams):
         )
         if vector.mode in (Mode.LAYERNORM, Mode.RMSNORM):
             # NORM modes: z, z_exp, w, recip, top1, entropy read 0 (docs/aau.md 11)
-            held_norm = golden.aau_norm_stats(codes, params, rms=vector.mode == Mode.RMSNORM)
+            held_norm = golden_modes.aau_norm_stats(codes, params, rms=vector.mode == Mode.RMSNORM)
             expect.update(
                 sum_sq=held_norm.sum_sq, rstd=held_norm.rstd, rstd_shift=held_norm.rstd_shift
             )
