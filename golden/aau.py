@@ -25,22 +25,14 @@ The algorithm in brief (per element, ``X`` the INT16 Q8.8 code of logit ``x = X 
    ``top1 = round(M_max * recip / 2**24)`` in UQ0.16.
 5. SOFTMAX (second pass): ``p_i = round(M_i * recip / 2**(24 + R - n_i))`` in UQ0.16.
 
-The other modes (``docs/aau.md`` sections 9 and 10):
-
-6. NORM (LayerNorm, RMSNorm): a first pass accumulates ``S1 = sum X`` and
-   ``S2 = sum (X**2 * 2**16 + E)`` (``eps = E / 2**32`` added per element); once per vector
-   ``U = N S2 - 2**16 T**2`` (``T = S1``, or 0 for RMSNorm) is normalised by an even shift,
-   ``s = isqrt(V)``, ``r = 2**47 // s``; the second pass outputs
-   ``y = clamp(round(clamp((N X - T) r >> k) * G / 2**16) + B)`` in Q8.8.
-7. RELU exactly; SILU and GELU as ``x * g(x)`` with the gate ``g(|x|)`` from a
-   ``2**gate_table_bits + 1``-entry interpolated table and ``g(-a) = 1 - g(a)``.
+The other modes (``docs/aau.md`` sections 9 and 10: NORM, RELU, SILU, GELU) are
+:mod:`ahasd.golden.aau_modes`.
 
 Public API (stable): :func:`aau_stats`, :func:`aau_softmax`, :func:`aau_sum`,
 :func:`aau_max`, :func:`aau_trace` (per-element intermediates, for RTL debugging), the
 tables :func:`exp2_table`, :func:`log2_table`, the input check :func:`check_vector`, and the
 format constants below. :func:`aau_stats` is vectorised and provably identical to the
-sequential :func:`aau_stats_sequential` (see :func:`aau_stats`). The NORM and activation
-modes (6 and 7) are :mod:`ahasd.golden.aau_modes`, the float64 references
+sequential :func:`aau_stats_sequential` (see :func:`aau_stats`). The float64 references are
 :mod:`ahasd.golden.aau_reference`.
 """
 

@@ -1,11 +1,11 @@
 """Golden model of the AAU's NORM and activation modes (``docs/aau.md`` sections 9 and 10).
 
-6. NORM (LayerNorm, RMSNorm): a first pass accumulates ``S1 = sum X`` and
+- NORM (LayerNorm, RMSNorm): a first pass accumulates ``S1 = sum X`` and
    ``S2 = sum (X**2 * 2**16 + E)`` (``eps = E / 2**32`` added per element); once per vector
    ``U = N S2 - 2**16 T**2`` (``T = S1``, or 0 for RMSNorm) is normalised by an even shift,
    ``s = isqrt(V)``, ``r = 2**47 // s``; the second pass outputs
    ``y = clamp(round(clamp((N X - T) r >> k) * G / 2**16) + B)`` in Q8.8.
-7. RELU exactly; SILU and GELU as ``x * g(x)`` with the gate ``g(|x|)`` from a
+- RELU exactly; SILU and GELU as ``x * g(x)`` with the gate ``g(|x|)`` from a
    ``2**gate_table_bits + 1``-entry interpolated table and ``g(-a) = 1 - g(a)``.
 
 The formats and the input check are those of :mod:`ahasd.golden.aau`.

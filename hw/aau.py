@@ -98,7 +98,8 @@ from ahasd.hw.aau_layouts import (
     z_bits,
 )
 from ahasd.hw.aau_post_pass import DIVIDER_CYCLES, NORM_EPS_SHIFT, PostPass, norm_post_pass_cycles
-from ahasd.hw.aau_units import LOGIT_BITS, MANTISSA_BITS, N_BITS, decoded, widen
+from ahasd.hw.aau_tables import LOGIT_BITS, MANTISSA_BITS, N_BITS
+from ahasd.hw.arith import decoded, widen
 from ahasd.params import AAUParams
 
 __all__ = [

@@ -26,7 +26,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ahasd.hw.aau_units import GATE_BITS, LOGIT_BITS, MANTISSA_BITS, N_BITS, decoded, widen
+from ahasd.hw.aau_tables import GATE_BITS, LOGIT_BITS, MANTISSA_BITS, N_BITS
+from ahasd.hw.arith import decoded, widen
 from ahasd.params import AAUParams
 
 __all__ = [

@@ -10,15 +10,8 @@ from amaranth.lib.wiring import In, Out
 
 from ahasd.hw.aau_back_end import ElementKind
 from ahasd.hw.aau_layouts import Mode, check_params, input_layout
-from ahasd.hw.aau_units import (
-    EXP_LATENCY,
-    GATE_BITS,
-    LOGIT_BITS,
-    MANTISSA_BITS,
-    N_BITS,
-    Exp2Unit,
-    GateUnit,
-)
+from ahasd.hw.aau_tables import GATE_BITS, LOGIT_BITS, MANTISSA_BITS, N_BITS
+from ahasd.hw.aau_units import EXP_LATENCY, Exp2Unit, GateUnit
 from ahasd.params import AAUParams
 
 __all__ = [

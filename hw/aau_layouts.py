@@ -9,7 +9,7 @@ from amaranth.hdl import signed
 from amaranth.lib import data, enum, wiring
 
 from ahasd.hw.aau_back_end import NORM_SHIFT_BITS, RECIP_BITS
-from ahasd.hw.aau_units import LOGIT_BITS, MANTISSA_BITS, N_BITS
+from ahasd.hw.aau_tables import LOGIT_BITS, MANTISSA_BITS, N_BITS
 from ahasd.params import AAUParams
 
 __all__ = [

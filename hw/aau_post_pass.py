@@ -37,17 +37,10 @@ from ahasd.hw.aau_layouts import (
     w_bits,
     z_bits,
 )
-from ahasd.hw.aau_units import (
-    MANTISSA_BITS,
-    N_BITS,
-    LeadingOne,
-    LogUnit,
-    RestoringDivider,
-    RestoringSquareRoot,
-    ShiftAddMultiplier,
-    decoded,
-    widen,
-)
+from ahasd.hw.aau_log import LeadingOne, LogUnit
+from ahasd.hw.aau_tables import MANTISSA_BITS, N_BITS
+from ahasd.hw.arith import decoded, widen
+from ahasd.hw.serial_arith import RestoringDivider, RestoringSquareRoot, ShiftAddMultiplier
 from ahasd.params import AAUParams
 
 __all__ = [
