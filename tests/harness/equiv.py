@@ -17,6 +17,7 @@ state.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -35,19 +36,40 @@ def _yosys() -> str:
     return found
 
 
-def _prepare(path: Path, top: str, name: str) -> list[str]:
-    """Commands that read ``path`` and stash its flattened ``top`` as module ``name``."""
+def _flatten(path: Path, top: str) -> list[str]:
+    """Commands that read ``path`` and flatten ``top``, its temporaries' names hidden."""
+    reader = "read_rtlil" if path.suffix == ".il" else "read_verilog -sv -DSYNTHESIS"
     return [
         "design -reset",
-        f"read_verilog -sv -DSYNTHESIS {path}",
+        f"{reader} {path}",
         f"hierarchy -check -top {top}",
         "proc",
         "flatten",
         "memory",
         "opt_clean -purge",
-        f"rename {top} {name}",
-        f"design -stash {name}",
+        # Amaranth names its temporaries $1, $2, ...: the same name means nothing across two
+        # designs, so only the names a designer gave are paired by name.
+        "rename -hide w:$*",
     ]
+
+
+def _prepare(path: Path, top: str, name: str) -> list[str]:
+    """Commands that read ``path`` and stash its flattened ``top`` as module ``name``."""
+    return [*_flatten(path, top), f"rename {top} {name}", f"design -stash {name}"]
+
+
+def strip_prefixes(rtlil: str, prefixes: list[str]) -> str:
+    """``rtlil`` with each wire name that starts with one of ``prefixes`` renamed to the rest
+    of it (``front_end.s0_tag`` to ``s0_tag``: a block moved into a submodule keeps its
+    register names), unless the shorter name is taken."""
+    names = set(re.findall(r"^\s*wire\b.*?\\(\S+)$", rtlil, flags=re.M))
+    renames = {}
+    for name in sorted(names):
+        for prefix in prefixes:
+            if name.startswith(prefix) and name[len(prefix) :] not in names:
+                renames[name] = name[len(prefix) :]
+                break
+    return re.sub(r"\\(\S+)", lambda found: "\\" + renames.get(found[1], found[1]), rtlil)
 
 
 def script(old: Path, new: Path, top: str) -> str:
@@ -69,8 +91,12 @@ def script(old: Path, new: Path, top: str) -> str:
     return "\n".join(commands) + "\n"
 
 
-def check(old: Path, new: Path, top: str) -> tuple[bool, str]:
-    """Prove ``old`` and ``new`` equivalent from ``top``: ``(equivalent, verdict line)``."""
+def check(old: Path, new: Path, top: str, strip: list[str] | None = None) -> tuple[bool, str]:
+    """Prove ``old`` and ``new`` equivalent from ``top``: ``(equivalent, verdict line)``.
+
+    ``strip``: prefixes taken off the flattened names of ``new`` before the pairing by name
+    (the names of the submodules a refactoring introduced, with their dot).
+    """
     for path in (old, new):
         if not path.is_file():
             raise FileNotFoundError(f"no such Verilog file: {path}")
@@ -78,7 +104,15 @@ def check(old: Path, new: Path, top: str) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory(prefix="equiv-") as work:
         shutil.copyfile(old, Path(work) / "old.v")
         shutil.copyfile(new, Path(work) / "new.v")
-        (Path(work) / "equiv.ys").write_text(script(Path("old.v"), Path("new.v"), top))
+        new_name = Path("new.v")
+        if strip:
+            flat = [*_flatten(new_name, top), "write_rtlil new.il"]
+            (Path(work) / "flatten.ys").write_text("\n".join(flat) + "\n")
+            subprocess.run([_yosys(), "-q", "-s", "flatten.ys"], cwd=work, check=True)
+            rtlil = (Path(work) / "new.il").read_text()
+            (Path(work) / "new.il").write_text(strip_prefixes(rtlil, strip))
+            new_name = Path("new.il")
+        (Path(work) / "equiv.ys").write_text(script(Path("old.v"), new_name, top))
         run = subprocess.run(
             [_yosys(), "-q", "-l", "equiv.log", "-s", "equiv.ys"],
             cwd=work,
@@ -100,13 +134,19 @@ def check(old: Path, new: Path, top: str) -> tuple[bool, str]:
 
 
 def main(argv: list[str]) -> int:
-    """The command line: ``OLD.v NEW.v TOPMODULE``."""
-    if len(argv) != 3:
-        print("usage: equiv.py OLD.v NEW.v TOPMODULE", file=sys.stderr)
+    """The command line: ``OLD.v NEW.v TOPMODULE [--strip PREFIX]...``."""
+    strip = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--strip"]
+    positional = [
+        arg
+        for i, arg in enumerate(argv)
+        if arg != "--strip" and (i == 0 or argv[i - 1] != "--strip")
+    ]
+    if len(positional) != 3:
+        print("usage: equiv.py OLD.v NEW.v TOPMODULE [--strip PREFIX]...", file=sys.stderr)
         return 2
-    old, new, top = Path(argv[0]), Path(argv[1]), argv[2]
+    old, new, top = Path(positional[0]), Path(positional[1]), positional[2]
     try:
-        equivalent, verdict = check(old, new, top)
+        equivalent, verdict = check(old, new, top, strip)
     except FileNotFoundError as error:
         print(f"equiv.py: {error}", file=sys.stderr)
         return 2

@@ -68,23 +68,27 @@ def test_a_changed_adder_is_reported_not_equivalent(designs):
     assert verdict.startswith("acc: NOT equivalent")
 
 
-def test_the_command_line_exits_1_with_one_line_for_different_designs(designs):
-    run = subprocess.run(
-        [sys.executable, str(SCRIPT), str(designs["nested"]), str(designs["off"]), "acc"],
+def run_command_line(*arguments):
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, arguments)],
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def test_the_command_line_exits_1_with_one_line_for_different_designs(designs):
+    run = run_command_line(designs["nested"], designs["off"], "acc")
     assert run.returncode == 1
     assert run.stdout.count("\n") == 1
     assert run.stdout.startswith("acc: NOT equivalent")
 
 
 def test_the_command_line_exits_0_for_the_same_design(designs):
-    run = subprocess.run(
-        [sys.executable, str(SCRIPT), str(designs["flat"]), str(designs["flat"]), "acc"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = run_command_line(designs["flat"], designs["flat"], "acc")
     assert (run.returncode, run.stdout.strip()[:15]) == (0, "acc: equivalent")
+
+
+def test_stripped_submodule_names_pair_the_moved_registers_by_name(designs):
+    run = run_command_line(designs["flat"], designs["nested"], "acc", "--strip", "u.")
+    assert run.returncode == 0, run.stdout
