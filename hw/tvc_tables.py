@@ -99,7 +99,9 @@ class TVCTables(wiring.Component):
         sum_bits = table_sum_bits(p)
         for code, entries in enumerate(self.entries):
             name = f"sum_{TABLE_NAMES[code]}"
-            m.d.sync += self.sums[code].eq(sum_of(m, entries, sum_bits, name))
+            total = Signal(sum_bits, name=name)
+            m.d.sync += total.eq(sum_of(m, entries, sum_bits, name))
+            m.d.comb += self.sums[code].eq(total)
 
         # Read port (combinational).
         if p.depth == 1:

@@ -5,14 +5,15 @@ designs are equivalent, 1 when they are not (or the proof does not close), 2 on 
 tool error; one line of verdict on standard output.
 
 Each design is read on its own (both files define the same submodule names), elaborated
-from ``TOPMODULE``, flattened and cleaned; then ``equiv_make`` pairs the two by their port
-and signal names, ``equiv_struct -icells`` pairs the cells and registers a refactoring
-renamed (a block moved into a submodule of its own gets a prefixed name, a register a new
-name: the structure is the same), and ``equiv_simple`` / ``equiv_induct`` prove every pair;
-``equiv_status -assert`` fails on any pair left unproven, so a pair ``equiv_struct``
-guessed wrong never makes two designs equivalent. ``equiv_induct`` proves that the designs
-never diverge once they agree for :data:`PROOF_STEPS` cycles; both leave reset in the same
-state.
+from ``TOPMODULE``, flattened and cleaned, the names Amaranth gives its temporaries (``$1``,
+``$2``, ...) hidden. ``equiv_make`` pairs the two designs' ports and named signals by name
+(``--strip PREFIX`` first takes a prefix off the new design's flattened names: a block moved
+into a submodule ``front_end`` keeps its register names under ``front_end.``);
+``equiv_struct -fwd -icells`` then pairs the cells that are the same operation on paired
+inputs (a sound step: no guess); ``equiv_simple`` proves each pair from the pairs one
+cycle before and ``equiv_induct`` the rest by induction; ``equiv_status -assert`` fails on
+any pair left unproven, so nothing is assumed equal that was not proven. Both designs
+leave reset in the same state, and the induction proves that paired registers stay equal.
 """
 
 from __future__ import annotations
@@ -23,10 +24,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-#: Time steps ``equiv_simple`` and ``equiv_induct`` look back: enough for the pipelines'
-#: register chains, which the pairing by structure has already matched one by one.
-PROOF_STEPS = 4
 
 
 def _yosys() -> str:
@@ -47,9 +44,9 @@ def _flatten(path: Path, top: str) -> list[str]:
         "flatten",
         "memory",
         "opt_clean -purge",
-        # Amaranth names its temporaries $1, $2, ...: the same name means nothing across two
-        # designs, so only the names a designer gave are paired by name.
-        "rename -hide w:$*",
+        # Amaranth names its temporaries $1, $2, ... (sub.$1 once flattened): the same name
+        # means nothing across two designs, so only the names a designer gave are paired.
+        "rename -hide w:*$*",
     ]
 
 
@@ -59,15 +56,29 @@ def _prepare(path: Path, top: str, name: str) -> list[str]:
 
 
 def strip_prefixes(rtlil: str, prefixes: list[str]) -> str:
-    """``rtlil`` with each wire name that starts with one of ``prefixes`` renamed to the rest
-    of it (``front_end.s0_tag`` to ``s0_tag``: a block moved into a submodule keeps its
-    register names), unless the shorter name is taken."""
+    """``rtlil`` with each wire name holding one of ``prefixes`` at a hierarchy boundary
+    renamed without it (``front_end.s0_tag`` to ``s0_tag``, ``tvc.tables.nvct_0`` to
+    ``tvc.nvct_0``: a block moved into a submodule keeps its register names), unless the
+    shorter name is taken."""
     names = set(re.findall(r"^\s*wire\b.*?\\(\S+)$", rtlil, flags=re.M))
-    renames = {}
+    renames: dict[str, str] = {}
+    taken = set(names)
     for name in sorted(names):
         for prefix in prefixes:
-            if name.startswith(prefix) and name[len(prefix) :] not in names:
-                renames[name] = name[len(prefix) :]
+            at = next(
+                (
+                    i
+                    for i in range(len(name))
+                    if name.startswith(prefix, i) and name[i - 1 : i] in ("", ".")
+                ),
+                None,
+            )
+            if at is None:
+                continue
+            short = name[:at] + name[at + len(prefix) :]
+            if short not in taken:
+                renames[name] = short
+                taken.add(short)
                 break
     return re.sub(r"\\(\S+)", lambda found: "\\" + renames.get(found[1], found[1]), rtlil)
 
@@ -83,9 +94,9 @@ def script(old: Path, new: Path, top: str) -> str:
         "equiv_make gold gate equiv",
         "hierarchy -top equiv",
         "async2sync",
-        "equiv_struct -icells",
-        f"equiv_simple -seq {PROOF_STEPS}",
-        f"equiv_induct -seq {PROOF_STEPS}",
+        "equiv_struct -fwd -icells",
+        "equiv_simple -seq 1",
+        "equiv_induct -seq 1",
         "equiv_status -assert",
     ]
     return "\n".join(commands) + "\n"
