@@ -100,7 +100,7 @@ def script(old: Path, new: Path, top: str) -> str:
         "equiv_struct -fwd -icells",
         "equiv_simple -seq 1",
         "equiv_induct -seq 1",
-        "tee -o unproven.txt equiv_status -list",
+        "tee -q -o unproven.txt equiv_status",
         "equiv_status -assert",
     ]
     return "\n".join(commands) + "\n"
