@@ -9,11 +9,13 @@ from ``TOPMODULE``, flattened and cleaned, the names Amaranth gives its temporar
 ``$2``, ...) hidden. ``equiv_make`` pairs the two designs' ports and named signals by name
 (``--strip PREFIX`` first takes a prefix off the new design's flattened names: a block moved
 into a submodule ``front_end`` keeps its register names under ``front_end.``);
-``equiv_struct -fwd -icells`` then pairs the cells that are the same operation on paired
-inputs (a sound step: no guess); ``equiv_simple`` proves each pair from the pairs one
-cycle before and ``equiv_induct`` the rest by induction; ``equiv_status -assert`` fails on
-any pair left unproven, so nothing is assumed equal that was not proven. Both designs
-leave reset in the same state, and the induction proves that paired registers stay equal.
+``equiv_simple`` proves each pair from the pairs one cycle before and ``equiv_induct`` the
+rest by induction; ``equiv_status -assert`` fails on any pair left unproven, so nothing is
+assumed equal that was not proven. Both designs leave reset in the same state, and the
+induction proves that paired registers stay equal. Registers are paired by name only: a
+refactoring that renames one, or changes what a register holds in states the design never
+reaches (the induction covers those too), is reported unproven; the list of the unproven
+pairs is kept in ``UNPROVEN_DIR``.
 """
 
 from __future__ import annotations
@@ -46,10 +48,10 @@ def _flatten(path: Path, top: str) -> list[str]:
         "proc",
         "flatten",
         "memory",
-        "opt_clean -purge",
-        # Amaranth names its temporaries $1, $2, ... (sub.$1 once flattened): the same name
-        # means nothing across two designs, so only the names a designer gave are paired.
-        "rename -hide w:*$*",
+        "opt_clean",
+        # Amaranth names its temporaries $1, $2, ...: the same name means nothing across two
+        # designs (hide_temporaries does the same for the flattened ones, sub.$1).
+        "rename -hide w:$*",
     ]
 
 
@@ -86,6 +88,22 @@ def strip_prefixes(rtlil: str, prefixes: list[str]) -> str:
     return re.sub(r"\\(\S+)", lambda found: "\\" + renames.get(found[1], found[1]), rtlil)
 
 
+def hide_temporaries(rtlil: str) -> str:
+    """``rtlil`` with every name whose last component holds a ``$`` made private: Amaranth's
+    temporaries (``$12``, ``post_pass.$3``) and the names it numbers to keep them apart
+    (``post_pass.flag$16``, one of many ``flag`` wires) mean nothing across two designs. A
+    ``$`` in an instance's name (``root$84.remainder``) keeps the name."""
+    hidden: dict[str, str] = {}
+
+    def rename(found: re.Match) -> str:
+        name = found[1]
+        if "$" not in name.rsplit(".", 1)[-1]:
+            return found[0]
+        return hidden.setdefault(name, f"$equiv_hidden${len(hidden)}")
+
+    return re.sub(r"\\(\S+)", rename, rtlil)
+
+
 def script(old: Path, new: Path, top: str) -> str:
     """The Yosys script proving ``old`` and ``new`` (both from ``top``) equivalent."""
     commands = [
@@ -97,7 +115,6 @@ def script(old: Path, new: Path, top: str) -> str:
         "equiv_make gold gate equiv",
         "hierarchy -top equiv",
         "async2sync",
-        "equiv_struct -fwd -icells",
         "equiv_simple -seq 1",
         "equiv_induct -seq 1",
         "tee -q -o unproven.txt equiv_status",
@@ -119,15 +136,13 @@ def check(old: Path, new: Path, top: str, strip: list[str] | None = None) -> tup
     with tempfile.TemporaryDirectory(prefix="equiv-") as work:
         shutil.copyfile(old, Path(work) / "old.v")
         shutil.copyfile(new, Path(work) / "new.v")
-        new_name = Path("new.v")
-        if strip:
-            flat = [*_flatten(new_name, top), "write_rtlil new.il"]
+        for name, prefixes in (("old", []), ("new", strip or [])):
+            flat = [*_flatten(Path(f"{name}.v"), top), f"write_rtlil {name}.il"]
             (Path(work) / "flatten.ys").write_text("\n".join(flat) + "\n")
             subprocess.run([_yosys(), "-q", "-s", "flatten.ys"], cwd=work, check=True)
-            rtlil = (Path(work) / "new.il").read_text()
-            (Path(work) / "new.il").write_text(strip_prefixes(rtlil, strip))
-            new_name = Path("new.il")
-        (Path(work) / "equiv.ys").write_text(script(Path("old.v"), new_name, top))
+            rtlil = hide_temporaries((Path(work) / f"{name}.il").read_text())
+            (Path(work) / f"{name}.il").write_text(strip_prefixes(rtlil, prefixes))
+        (Path(work) / "equiv.ys").write_text(script(Path("old.il"), Path("new.il"), top))
         run = subprocess.run(
             [_yosys(), "-q", "-l", "equiv.log", "-s", "equiv.ys"],
             cwd=work,
