@@ -37,12 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ahasd.golden.aau import (
-    aau_gelu,
-    aau_norm,
-    aau_silu,
-    aau_softmax,
-    aau_stats,
+from ahasd.golden.aau import aau_softmax, aau_stats
+from ahasd.golden.aau_modes import aau_gelu, aau_norm, aau_silu
+from ahasd.golden.aau_reference import (
     reference_gelu,
     reference_layernorm,
     reference_rmsnorm,

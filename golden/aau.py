@@ -25,25 +25,15 @@ The algorithm in brief (per element, ``X`` the INT16 Q8.8 code of logit ``x = X 
    ``top1 = round(M_max * recip / 2**24)`` in UQ0.16.
 5. SOFTMAX (second pass): ``p_i = round(M_i * recip / 2**(24 + R - n_i))`` in UQ0.16.
 
-The other modes (``docs/aau.md`` sections 9 and 10):
-
-6. NORM (LayerNorm, RMSNorm): a first pass accumulates ``S1 = sum X`` and
-   ``S2 = sum (X**2 * 2**16 + E)`` (``eps = E / 2**32`` added per element); once per vector
-   ``U = N S2 - 2**16 T**2`` (``T = S1``, or 0 for RMSNorm) is normalised by an even shift,
-   ``s = isqrt(V)``, ``r = 2**47 // s``; the second pass outputs
-   ``y = clamp(round(clamp((N X - T) r >> k) * G / 2**16) + B)`` in Q8.8.
-7. RELU exactly; SILU and GELU as ``x * g(x)`` with the gate ``g(|x|)`` from a
-   ``2**gate_table_bits + 1``-entry interpolated table and ``g(-a) = 1 - g(a)``.
+The other modes (``docs/aau.md`` sections 9 and 10: NORM, RELU, SILU, GELU) are
+:mod:`ahasd.golden.aau_modes`.
 
 Public API (stable): :func:`aau_stats`, :func:`aau_softmax`, :func:`aau_sum`,
-:func:`aau_max`, :func:`aau_trace` (per-element intermediates, for RTL debugging),
-:func:`aau_norm_stats`, :func:`aau_norm`, :func:`aau_relu`, :func:`aau_silu`,
-:func:`aau_gelu`, the float64 references :func:`reference_stats`,
-:func:`reference_softmax`, :func:`reference_layernorm`, :func:`reference_rmsnorm`,
-:func:`reference_silu`, :func:`reference_gelu`, the tables :func:`exp2_table`,
-:func:`log2_table`, :func:`silu_table`, :func:`gelu_table`, and the format constants below.
-:func:`aau_stats` is vectorised and provably identical to the sequential
-:func:`aau_stats_sequential` (see :func:`aau_stats`).
+:func:`aau_max`, :func:`aau_trace` (per-element intermediates, for RTL debugging), the
+tables :func:`exp2_table`, :func:`log2_table`, the input check :func:`check_vector`, and the
+format constants below. :func:`aau_stats` is vectorised and provably identical to the
+sequential :func:`aau_stats_sequential` (see :func:`aau_stats`). The float64 references are
+:mod:`ahasd.golden.aau_reference`.
 """
 
 from __future__ import annotations
@@ -69,7 +59,6 @@ __all__ = [
     "LOG2_MANT_BITS",
     "M_FRAC",
     "NORM_EPS_FRAC",
-    "NORM_RESET",
     "NORM_ROOT_BITS",
     "NORM_SQUARE_SHIFT",
     "NORM_Z_BITS",
@@ -82,31 +71,18 @@ __all__ = [
     "Z_FRAC",
     "ElementTrace",
     "Finish",
-    "NormStats",
-    "RefStats",
     "Stats",
-    "aau_gelu",
     "aau_max",
-    "aau_norm",
-    "aau_norm_stats",
-    "aau_relu",
-    "aau_silu",
     "aau_softmax",
     "aau_stats",
     "aau_stats_sequential",
     "aau_sum",
     "aau_trace",
+    "check_vector",
     "exp2_table",
     "finish",
-    "gelu_table",
     "log2_table",
-    "reference_gelu",
-    "reference_layernorm",
-    "reference_rmsnorm",
-    "reference_silu",
-    "reference_softmax",
-    "reference_stats",
-    "silu_table",
+    "shift_int",
     "sum_bits",
     "sum_sq_bits",
     "w_bits",
@@ -221,39 +197,6 @@ def log2_table(bits: int) -> tuple[int, ...]:
     )
 
 
-def _sigmoid(a: float) -> float:
-    return 1.0 / (1.0 + math.exp(-a))
-
-
-def _gelu_gate(a: float) -> float:
-    return (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (a + GELU_CUBIC * a**3))) / 2.0
-
-
-@cache
-def silu_table(bits: int) -> tuple[int, ...]:
-    """``2**bits + 1`` entries ``HS[j] = round(2**16 * sigmoid(16 j / 2**bits))``, UQ1.16.
-
-    ``HS[0] = 32768`` is exact; every other entry is irrational and far from a rounding tie
-    (the tests check these float64 values against 50-digit decimals).
-    """
-    size = 1 << bits
-    span = (1 << SILU_SPAN_BITS) >> _LOGIT_FRAC  # 16
-    return tuple(
-        math.floor(_sigmoid(span * j / size) * (1 << GATE_FRAC) + 0.5) for j in range(size + 1)
-    )
-
-
-@cache
-def gelu_table(bits: int) -> tuple[int, ...]:
-    """``2**bits + 1`` entries ``HG[j] = round(2**16 * (1 + tanh(sqrt(2/pi) (a + 0.044715
-    a**3))) / 2)`` at ``a = 4 j / 2**bits``, UQ1.16 (``HG[0] = 32768``)."""
-    size = 1 << bits
-    span = (1 << GELU_SPAN_BITS) >> _LOGIT_FRAC  # 4
-    return tuple(
-        math.floor(_gelu_gate(span * j / size) * (1 << GATE_FRAC) + 0.5) for j in range(size + 1)
-    )
-
-
 # ---------------------------------------------------------------------------------------
 # Data records
 
@@ -362,70 +305,11 @@ class ElementTrace:
     w_acc: np.ndarray
 
 
-@dataclass(frozen=True)
-class NormStats:
-    """A LAYERNORM or RMSNORM first pass and its post pass (``docs/aau.md`` 9.1, 9.2).
-
-    Attributes
-    ----------
-    count : int
-        ``N``, the number of elements.
-    sum : int
-        ``S1 = sum X`` (the ``result``'s ``sum``).
-    sum_sq : int
-        ``S2 = sum (X**2 * 2**16 + E)``, ``2**32 sum (x**2 + eps)`` (the ``result``'s
-        ``sum_sq``).
-    centre : int
-        ``T``: ``S1`` for LayerNorm, 0 for RMSNorm.
-    u : int
-        ``U = N S2 - 2**16 T**2``, ``2**32 N**2 (var + eps)``.
-    rstd_shift : int
-        ``k = lead(U) >> 1`` (the ``result``'s ``rstd_shift``).
-    radicand : int
-        ``V = shift(U, 46 - 2k)``, in ``[2**46, 2**48)``.
-    root : int
-        ``s = isqrt(V)``, in ``[2**23, 2**24)``.
-    rstd : int
-        ``r = 2**47 // s`` (the ``result``'s ``rstd``): ``1/sqrt(var + eps) ~ N r
-        2**-(8 + k)``.
-
-    The second pass uses ``count``, ``centre``, ``rstd`` and ``rstd_shift``;
-    :data:`NORM_RESET` is the unit's state before any first pass.
-    """
-
-    count: int
-    sum: int
-    sum_sq: int
-    centre: int
-    u: int
-    rstd_shift: int
-    radicand: int
-    root: int
-    rstd: int
-
-
-#: The held NORM statistics after reset (``docs/aau.md`` 9.2): a NORM pass outputs ``B``.
-NORM_RESET = NormStats(
-    count=0, sum=0, sum_sq=0, centre=0, u=0, rstd_shift=0, radicand=0, root=0, rstd=0
-)
-
-
-@dataclass(frozen=True)
-class RefStats:
-    """Float64 reference results (values, not codes): max, argmax, Z, top1, entropy."""
-
-    max: float
-    argmax: int
-    z: float
-    top1: float
-    entropy: float
-
-
 # ---------------------------------------------------------------------------------------
 # Input checking and the element front end
 
 
-def _check_vector(x: object, params: AAUParams) -> np.ndarray:
+def check_vector(x: object, params: AAUParams) -> np.ndarray:
     """Return ``x`` as an int64 array of INT16 codes, or raise with an exact message."""
     if not isinstance(params, AAUParams):
         raise TypeError(f"params must be an AAUParams, not {params!r}")
@@ -456,7 +340,7 @@ def _shift(value: np.ndarray, amount: np.ndarray) -> np.ndarray:
     return np.where(amount >= 0, left, right)
 
 
-def _shift_int(value: int, amount: int) -> int:
+def shift_int(value: int, amount: int) -> int:
     """Scalar ``shift(value, amount)``: left for ``amount >= 0``, else floor right."""
     return value << amount if amount >= 0 else value >> -amount
 
@@ -531,7 +415,7 @@ def aau_trace(x: object, params: AAUParams = _DEFAULT_PARAMS) -> tuple[Stats, El
 
 
 def _sequential(x: object, params: AAUParams) -> tuple[Stats, ElementTrace]:
-    codes = _check_vector(x, params)
+    codes = check_vector(x, params)
     t, n, f, mant, prod = _front_end(codes, params.exp_table_bits)
     size = codes.size
     ref_seq, k_seq, s_seq, e_seq, w_seq, z_seq, wacc_seq = ([0] * size for _ in range(7))
@@ -544,8 +428,8 @@ def _sequential(x: object, params: AAUParams) -> tuple[Stats, ElementTrace]:
         new_ref = max(ref, n_i)
         k, ref = new_ref - ref, new_ref
         s = ref - n_i
-        e_i = _shift_int(int(mant[i]), _Z_GUARD - s)
-        w_i = _shift_int(int(prod[i]), _W_GUARD - s)
+        e_i = shift_int(int(mant[i]), _Z_GUARD - s)
+        w_i = shift_int(int(prod[i]), _W_GUARD - s)
         z = (z >> k) + e_i
         w_acc = (w_acc >> k) + w_i
         ref_seq[i], k_seq[i], s_seq[i] = ref, k, s
@@ -605,7 +489,7 @@ def aau_stats(x: object, params: AAUParams = _DEFAULT_PARAMS) -> Stats:
     Vectorised but bit-identical to :func:`aau_stats_sequential` (the tests compare them);
     a 65,536-element vector takes a few milliseconds.
     """
-    codes = _check_vector(x, params)
+    codes = check_vector(x, params)
     z, w_acc, ref, mant = _accumulate(codes, params)
     best_index = int(np.argmax(codes))  # first occurrence, as the strict compare
     end = finish(z, w_acc, ref, int(mant[best_index]), params)
@@ -631,7 +515,7 @@ def aau_softmax(
         pass over ``x`` itself. Elements whose ``n_i`` exceeds ``stats.z_exp`` (possible
         only if ``x`` is not the vector of the STATS pass) saturate to 65535.
     """
-    codes = _check_vector(x, params)
+    codes = check_vector(x, params)
     if stats is None:
         stats = aau_stats(codes, params)
     _, n, _, mant, _ = _front_end(codes, params.exp_table_bits)
@@ -644,180 +528,11 @@ def aau_softmax(
 
 def aau_sum(x: object, params: AAUParams = _DEFAULT_PARAMS) -> int:
     """SUM: the exact signed sum of the codes, Q(8 + clog2(max_length)).8 (``sum_bits``)."""
-    return int(np.sum(_check_vector(x, params)))
+    return int(np.sum(check_vector(x, params)))
 
 
 def aau_max(x: object, params: AAUParams = _DEFAULT_PARAMS) -> tuple[int, int]:
     """MAX: ``(max code, index of its first occurrence)``."""
-    codes = _check_vector(x, params)
+    codes = check_vector(x, params)
     index = int(np.argmax(codes))
     return int(codes[index]), index
-
-
-# ---------------------------------------------------------------------------------------
-# NORM: LAYERNORM / RMSNORM first pass, NORM second pass
-
-
-def _check_parameters(name: str, values: object, size: int) -> np.ndarray:
-    """``values`` as an int64 array of ``size`` INT16 codes, or raise with an exact message."""
-    array = np.asarray(values)
-    if array.shape != (size,):
-        raise ValueError(f"{name} must have the shape of x, ({size},), not {array.shape}")
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"{name} must hold integer Q8.8 codes, not dtype {array.dtype}")
-    low, high = int(array.min()), int(array.max())
-    if low < -(1 << 15) or high > (1 << 15) - 1:
-        bad = low if low < -(1 << 15) else high
-        raise ValueError(f"{name} must hold INT16 codes (-32768..32767), found {bad}")
-    return array.astype(np.int64)
-
-
-def aau_norm_stats(
-    x: object, params: AAUParams = _DEFAULT_PARAMS, *, rms: bool = False
-) -> NormStats:
-    """LAYERNORM (or RMSNORM with ``rms=True``): the first pass and its post pass.
-
-    Parameters
-    ----------
-    x : 1-D integer array of INT16 Q8.8 codes, ``1 <= len(x) <= params.max_length``.
-    params : the shared parameter set (``norm_eps`` is ``E``).
-    rms : RMSNorm (no centring, ``T = 0``) instead of LayerNorm.
-    """
-    codes = _check_vector(x, params)
-    count = codes.size
-    total = int(np.sum(codes))
-    squares = int(np.sum(codes * codes))  # < 2**50 for any max_length: int64 is exact
-    sum_sq = (squares << NORM_SQUARE_SHIFT) + count * params.norm_eps
-    centre = 0 if rms else total
-    u = count * sum_sq - (centre * centre << NORM_SQUARE_SHIFT)
-    shift = (u.bit_length() - 1) >> 1
-    radicand = _shift_int(u, 2 * (NORM_ROOT_BITS - 1) - 2 * shift)
-    root = math.isqrt(radicand)
-    rstd = (1 << (2 * NORM_ROOT_BITS - 1)) // root
-    return NormStats(count, total, sum_sq, centre, u, shift, radicand, root, rstd)
-
-
-def aau_norm(
-    x: object,
-    gamma: object,
-    beta: object,
-    params: AAUParams = _DEFAULT_PARAMS,
-    stats: NormStats | None = None,
-    *,
-    rms: bool = False,
-) -> np.ndarray:
-    """NORM: the second pass, ``y_i`` in Q8.8 (int64 codes).
-
-    Parameters
-    ----------
-    x : the vector (INT16 Q8.8 codes).
-    gamma, beta : the scale and bias of each element (INT16 Q8.8 codes, as long as ``x``):
-        the parameter stream.
-    params : the shared parameter set.
-    stats : the first pass the unit holds (:func:`aau_norm_stats`, or :data:`NORM_RESET`);
-        by default the LAYERNORM (RMSNORM with ``rms=True``) pass over ``x`` itself.
-    """
-    codes = _check_vector(x, params)
-    scale = _check_parameters("gamma", gamma, codes.size)
-    bias = _check_parameters("beta", beta, codes.size)
-    if stats is None:
-        stats = aau_norm_stats(codes, params, rms=rms)
-    centred = stats.count * codes - stats.centre  # |c| < 2**32
-    z_low, z_high = -(1 << (NORM_Z_BITS - 1)), (1 << (NORM_Z_BITS - 1)) - 1
-    z = np.clip((centred * stats.rstd) >> stats.rstd_shift, z_low, z_high)  # |c r| < 2**57
-    half = 1 << (NORM_Z_FRAC - 1)
-    y = ((z * scale + half) >> NORM_Z_FRAC) + bias
-    return np.clip(y, -(1 << 15), (1 << 15) - 1).astype(np.int64)
-
-
-# ---------------------------------------------------------------------------------------
-# RELU, SILU, GELU
-
-
-def aau_relu(x: object, params: AAUParams = _DEFAULT_PARAMS) -> np.ndarray:
-    """RELU: ``max(X, 0)``, exact (int64 codes)."""
-    return np.maximum(_check_vector(x, params), 0)
-
-
-def _gated(codes: np.ndarray, table: tuple[int, ...], span_bits: int, bits: int) -> np.ndarray:
-    """``round_shift(X * g, 16)`` with ``g(|X|)`` interpolated in ``table`` over
-    ``|X| < 2**span_bits``, 1 beyond, and ``g(-a) = 1 - g(a)`` (``docs/aau.md`` 10)."""
-    entries = np.array(table, dtype=np.int64)
-    one = 1 << GATE_FRAC
-    magnitude = np.abs(codes)
-    low_bits = span_bits - bits
-    inside = magnitude < (1 << span_bits)
-    index = np.where(inside, magnitude >> low_bits, 0)
-    rest = magnitude & ((1 << low_bits) - 1)
-    steps = entries[index + 1] - entries[index]  # index < 2**bits: index + 1 is in the table
-    h = np.where(inside, entries[index] + ((steps * rest) >> low_bits), one)
-    gate = np.where(codes >= 0, h, one - h)
-    return (codes * gate + (1 << (GATE_FRAC - 1))) >> GATE_FRAC
-
-
-def aau_silu(x: object, params: AAUParams = _DEFAULT_PARAMS) -> np.ndarray:
-    """SILU: ``x * sigmoid(x)`` in Q8.8 (int64 codes), gate from :func:`silu_table`."""
-    codes = _check_vector(x, params)
-    bits = params.gate_table_bits
-    return _gated(codes, silu_table(bits), SILU_SPAN_BITS, bits)
-
-
-def aau_gelu(x: object, params: AAUParams = _DEFAULT_PARAMS) -> np.ndarray:
-    """GELU (tanh form) in Q8.8 (int64 codes), gate from :func:`gelu_table`."""
-    codes = _check_vector(x, params)
-    bits = params.gate_table_bits
-    return _gated(codes, gelu_table(bits), GELU_SPAN_BITS, bits)
-
-
-# ---------------------------------------------------------------------------------------
-# float64 reference
-
-
-def reference_stats(x_float: object) -> RefStats:
-    """Exact-arithmetic (float64) STATS of logits given as values (not codes)."""
-    values = np.asarray(x_float, dtype=np.float64)
-    index = int(np.argmax(values))
-    delta = values - values[index]
-    weights = np.exp(delta)
-    z = float(np.sum(weights))
-    entropy = math.log(z) - float(np.dot(weights, delta)) / z
-    return RefStats(float(values[index]), index, z, 1.0 / z, entropy)
-
-
-def reference_softmax(x_float: object) -> np.ndarray:
-    """Float64 softmax of logits given as values."""
-    values = np.asarray(x_float, dtype=np.float64)
-    weights = np.exp(values - values.max())
-    return weights / weights.sum()
-
-
-def reference_layernorm(
-    x_float: object, gamma_float: object, beta_float: object, eps: float
-) -> np.ndarray:
-    """Float64 LayerNorm of values (population variance): ``(x - mean) / sqrt(var + eps) *
-    gamma + beta``."""
-    values = np.asarray(x_float, dtype=np.float64)
-    centred = values - values.mean()
-    return centred / np.sqrt(np.mean(centred * centred) + eps) * gamma_float + beta_float
-
-
-def reference_rmsnorm(
-    x_float: object, gamma_float: object, beta_float: object, eps: float
-) -> np.ndarray:
-    """Float64 RMSNorm of values: ``x / sqrt(mean(x**2) + eps) * gamma + beta``."""
-    values = np.asarray(x_float, dtype=np.float64)
-    return values / np.sqrt(np.mean(values * values) + eps) * gamma_float + beta_float
-
-
-def reference_silu(x_float: object) -> np.ndarray:
-    """Float64 SiLU of values: ``x * sigmoid(x)``."""
-    values = np.asarray(x_float, dtype=np.float64)
-    return values / (1.0 + np.exp(-values))
-
-
-def reference_gelu(x_float: object) -> np.ndarray:
-    """Float64 GELU of values, tanh form: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
-    x**3)))``."""
-    values = np.asarray(x_float, dtype=np.float64)
-    inner = math.sqrt(2.0 / math.pi) * (values + GELU_CUBIC * values**3)
-    return 0.5 * values * (1.0 + np.tanh(inner))

@@ -22,11 +22,14 @@ own and SOFTMAX, NORM and the gates share one ``18 x scale_bits`` multiplier.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ahasd.hw.aau_units import GATE_BITS, LOGIT_BITS, MANTISSA_BITS, N_BITS, decoded, widen
+from ahasd.hw.aau_tables import GATE_BITS, LOGIT_BITS, MANTISSA_BITS, N_BITS
+from ahasd.hw.arith import decoded, widen
 from ahasd.params import AAUParams
 
 __all__ = [
@@ -194,15 +197,19 @@ class BackEnd(wiring.Component):
         )
 
     def elaborate(self, platform):
-        p = self.params
         m = Module()
-        advance = self.advance
-        m.d.comb += self.i.ready.eq(advance)
-        element = self.i.payload
-        scale_bits = norm_scale_bits(p)
-        wide = product_bits(p)
+        m.d.comb += self.i.ready.eq(self.advance)
+        stage1 = self._capture(m)
+        stage2 = self._product(m, stage1)
+        stage3 = self._rounding(m, stage2)
+        self._output(m, stage3)
+        return m
 
-        # ---- capture: the product's operands a * b - c, the shift, the held statistics --
+    def _capture(self, m: Module) -> SimpleNamespace:
+        """The product's operands ``a * b - c``, the shift, the held statistics."""
+        advance = self.advance
+        element = self.i.payload
+        scale_bits = norm_scale_bits(self.params)
         valid1 = Signal()
         kind1 = Signal(ElementKind)
         last1 = Signal()
@@ -244,7 +251,16 @@ class BackEnd(wiring.Component):
             with m.Else():  # GATE
                 m.d.sync += b1.eq(element.g)
 
-        # ---- product: a * b - c (RELU passes a) ------------------------------------------
+        return SimpleNamespace(
+            valid=valid1, kind=kind1, last=last1, a=a1, b=b1, c=c1, shift=shift1, above=above1
+        )
+
+    def _product(self, m: Module, stage1: SimpleNamespace) -> SimpleNamespace:
+        """``a * b - c`` (RELU passes ``a``)."""
+        advance = self.advance
+        valid1, kind1, last1 = stage1.valid, stage1.kind, stage1.last
+        a1, b1, c1, shift1, above1 = stage1.a, stage1.b, stage1.c, stage1.shift, stage1.above
+        wide = product_bits(self.params)
         valid2 = Signal()
         kind2 = Signal(ElementKind)
         last2 = Signal()
@@ -265,7 +281,16 @@ class BackEnd(wiring.Component):
             with m.Else():
                 m.d.sync += product2.eq(a1 * b1 - c1)
 
-        # ---- rounding, per kind -----------------------------------------------------------
+        return SimpleNamespace(
+            valid=valid2, kind=kind2, last=last2, shift=shift2, above=above2, product=product2
+        )
+
+    def _rounding(self, m: Module, stage2: SimpleNamespace) -> SimpleNamespace:
+        """The rounding of each kind: SOFTMAX's probability, NORM's clamped ``z``, RELU's
+        and the gates' outputs."""
+        advance = self.advance
+        valid2, kind2, last2 = stage2.valid, stage2.kind, stage2.last
+        shift2, above2, product2 = stage2.shift, stage2.above, stage2.product
         valid3 = Signal()
         norm3 = Signal()
         last3 = Signal()
@@ -299,7 +324,13 @@ class BackEnd(wiring.Component):
                 gated = _round_shift(product2, GATE_FRAC)
                 m.d.sync += value3.eq(gated[:LOGIT_BITS].as_signed())
 
-        # ---- output: NORM's y = clamp(round_shift(z G, 16) + B); the others pass ---------
+        return SimpleNamespace(valid=valid3, norm=norm3, last=last3, value=value3)
+
+    def _output(self, m: Module, stage3: SimpleNamespace) -> None:
+        """The output register: NORM's ``y = clamp(round_shift(z G, 16) + B)``; the others
+        pass."""
+        advance = self.advance
+        valid3, norm3, last3, value3 = stage3.valid, stage3.norm, stage3.last, stage3.value
         valid4 = Signal()
         last4 = Signal()
         data4 = Signal(LOGIT_BITS)
@@ -337,4 +368,3 @@ class BackEnd(wiring.Component):
             self.o.payload.data.eq(data4),
             self.o.payload.last.eq(last4),
         ]
-        return m

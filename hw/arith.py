@@ -12,9 +12,20 @@ after level. Every arithmetic operator sees operands of equal width (lint-clean 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Signal, Value, signed
 
-__all__ = ["at_least_sum", "carry_save", "partial_products", "product", "sum_of", "widened"]
+__all__ = [
+    "at_least",
+    "at_least_sum",
+    "carry_save",
+    "decoded",
+    "equals",
+    "partial_products",
+    "product",
+    "sum_of",
+    "widen",
+    "widened",
+]
 
 
 def widened(m: Module, value, width: int, name: str) -> Signal:
@@ -101,3 +112,45 @@ def at_least_sum(m: Module, value, operands, name: str) -> Signal:
     result = Signal(name=name)
     m.d.comb += result.eq(~difference[width - 1])
     return result
+
+
+def widen(m: Module, value, width: int) -> Signal:
+    """``value`` zero- or sign-extended to ``width`` bits in a wire of its own, so that both
+    operands of an add have the same width (Verilator's lint wants that, and the synthesiser
+    narrows them back). Call it inside the ``m.If`` that uses it: the assignment is then
+    conditional and the wire reaches the Verilog (0 outside the condition); an
+    unconditional one is folded back into a narrow operand."""
+    value = Value.cast(value)
+    if width < len(value):
+        raise ValueError(f"cannot extend {len(value)} bits to {width}")
+    wide = Signal(signed(width) if value.shape().signed else width)
+    m.d.comb += wide.eq(value)
+    return wide
+
+
+def decoded(m: Module, value, *members) -> Signal:
+    """A bit that is high while ``value`` (an enum-shaped signal) is one of ``members``,
+    decoded by a ``Switch`` with a ``Default``. A ``==`` against an enum member reaches the
+    Verilog as a constant narrower than the signal (or as ``!`` for code 0), which
+    Verilator's lint reports; case patterns keep the full width."""
+    flag = Signal()
+    with m.Switch(value):
+        with m.Case(*members):
+            m.d.comb += flag.eq(1)
+        with m.Default():
+            m.d.comb += flag.eq(0)
+    return flag
+
+
+def equals(value, constant: int):
+    """``value == constant`` as an AND of bits (no operand-width mismatch in the Verilog)."""
+    return Cat(*(value[i] if (constant >> i) & 1 else ~value[i] for i in range(len(value)))).all()
+
+
+def at_least(a, b):
+    """``a >= b`` for unsigned values of any widths, comparing equal widths only."""
+    if len(a) > len(b):
+        return a[len(b) :].any() | (a[: len(b)] >= b)
+    if len(a) < len(b):
+        return ~b[len(a) :].any() & (a >= b[: len(a)])
+    return a >= b

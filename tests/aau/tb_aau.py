@@ -12,12 +12,12 @@ transfer happens at the next rising edge iff valid and ready were both high. It 
 ``ReadOnly`` only in a cycle that changes ``o.ready`` or ``param.valid``: every signal it
 samples (``i.ready``, ``param.ready``, ``o.valid``, ``o.payload``, ``result.valid``,
 ``result.payload``) is a function of the AAU's registers and of those two inputs alone
-(``hw/aau.py``, ``hw/aau_back_end.py``), so in any other cycle the values at the falling edge
-are what ``ReadOnly`` would show. Back to back, a cycle is one wake-up, one payload write and
-a few reads of one bit (and of ``o.payload`` when an element comes out). Every output word
-and result is kept and compared at the end of the run with the golden model's, which is
-called once per vector (``expected_outputs``); the first mismatch names its vector and
-element.
+(``hw/aau_front_end.py``, ``hw/aau_back_end.py``), so in any other cycle the values at the
+falling edge are what ``ReadOnly`` would show. Back to back, a cycle is one wake-up, one
+payload write and a few reads of one bit (and of ``o.payload`` when an element comes out).
+Every output word and result is kept and compared at the end of the run with the golden
+model's, which is called once per vector (``expected_outputs``); the first mismatch names
+its vector and element.
 
 ``random_vectors_bit_exact``: ``AHASD_VECTORS`` reduction vectors (``STATS``, ``SUM``,
 ``MAX``, ``LAYERNORM``, ``RMSNORM``; default 300) of lengths 1 to 4,096 (log-uniform, plus
@@ -76,17 +76,10 @@ from harness.coverage import Coverage
 from harness.tb import params_from_env, report, rng_from_env
 
 from ahasd.golden import aau as golden
-from ahasd.hw.aau import (
-    OUTPUT_LATENCY,
-    REDUCTION_LATENCY,
-    RESULT_LATENCY,
-    Mode,
-    element_layout,
-    input_layout,
-    norm_result_latency,
-    param_layout,
-    result_layout,
-)
+from ahasd.golden import aau_modes as golden_modes
+from ahasd.hw.aau import OUTPUT_LATENCY, REDUCTION_LATENCY, RESULT_LATENCY, norm_result_latency
+from ahasd.hw.aau_back_end import element_layout, param_layout
+from ahasd.hw.aau_layouts import Mode, input_layout, result_layout
 from ahasd.hw.tb.pins import pins
 from ahasd.params import AAUParams
 
@@ -96,7 +89,11 @@ CLOCK_NS = 10
 SIGNED_FIELDS = ("max", "sum", "z_exp", "w")
 STATS_FIELDS = ("max", "argmax", "z", "z_exp", "w", "recip", "top1", "entropy")
 ELEMENT_MODES = (Mode.SOFTMAX, Mode.NORM, Mode.RELU, Mode.SILU, Mode.GELU)
-ACTIVATIONS = {Mode.RELU: golden.aau_relu, Mode.SILU: golden.aau_silu, Mode.GELU: golden.aau_gelu}
+ACTIVATIONS = {
+    Mode.RELU: golden_modes.aau_relu,
+    Mode.SILU: golden_modes.aau_silu,
+    Mode.GELU: golden_modes.aau_gelu,
+}
 RESERVED_CODES = range(len(Mode), 16)
 CODE_MASK = 0xFFFF  # an INT16 code's bit pattern
 # where an o payload word holds its element's data and last flag (the same for all params)
@@ -134,7 +131,7 @@ class Traffic:
     results : ``(cycle, fields)`` of every result taken.
     element_cycles : the cycle of every ``o`` element taken.
     element_words : the ``o`` payload of every element taken (``data`` and ``last``, as
-        :func:`ahasd.hw.aau.element_layout` packs them).
+        :func:`ahasd.hw.aau_back_end.element_layout` packs them).
     cycles : the clock cycles the run took, from its first falling edge to its last.
     """
 
@@ -361,20 +358,22 @@ class TB:
 
 def expected_outputs(vectors: list[Vector], params: AAUParams):
     """The golden model's results, and its output elements as ``o`` payload words
-    (``data`` | ``last`` << 16, as :func:`ahasd.hw.aau.element_layout` packs them), in
+    (``data`` | ``last`` << 16, as :func:`ahasd.hw.aau_back_end.element_layout` packs them), in
     stream order; one golden-model call per vector."""
     results, words = [], []
     # Reset state of the unit: R = 0, recip = 0 (docs/aau.md section 6), N = T = r = k = 0
     # (section 9.2).
     held = golden.Stats(max=0, argmax=0, z=0, z_exp=0, w=0, recip=0, top1=0, entropy=0)
-    held_norm = golden.NORM_RESET
+    held_norm = golden_modes.NORM_RESET
     for vector in vectors:
         codes = vector.codes
         if vector.element:
             if vector.mode == Mode.SOFTMAX:
                 outputs = golden.aau_softmax(codes, params, stats=held)
             elif vector.mode == Mode.NORM:
-                outputs = golden.aau_norm(codes, vector.gamma, vector.beta, params, stats=held_norm)
+                outputs = golden_modes.aau_norm(
+                    codes, vector.gamma, vector.beta, params, stats=held_norm
+                )
             else:
                 outputs = ACTIVATIONS[vector.mode](codes, params)
             last = np.zeros(len(codes), dtype=np.int64)
@@ -395,7 +394,7 @@ def expected_outputs(vectors: list[Vector], params: AAUParams):
         )
         if vector.mode in (Mode.LAYERNORM, Mode.RMSNORM):
             # NORM modes: z, z_exp, w, recip, top1, entropy read 0 (docs/aau.md 11)
-            held_norm = golden.aau_norm_stats(codes, params, rms=vector.mode == Mode.RMSNORM)
+            held_norm = golden_modes.aau_norm_stats(codes, params, rms=vector.mode == Mode.RMSNORM)
             expect.update(
                 sum_sq=held_norm.sum_sq, rstd=held_norm.rstd, rstd_shift=held_norm.rstd_shift
             )

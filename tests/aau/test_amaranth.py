@@ -18,17 +18,9 @@ import pytest
 from harness.amaranth_sim import simulate
 from harness.seeds import choose_seed
 
-from ahasd.hw.aau import (
-    AAU,
-    OUTPUT_LATENCY,
-    REDUCTION_LATENCY,
-    RESULT_LATENCY,
-    Mode,
-    exp2_table,
-    input_layout,
-    log2_table,
-    norm_result_latency,
-)
+from ahasd.hw.aau import AAU, OUTPUT_LATENCY, REDUCTION_LATENCY, RESULT_LATENCY, norm_result_latency
+from ahasd.hw.aau_layouts import Mode, input_layout
+from ahasd.hw.aau_tables import exp2_table, log2_table
 from ahasd.params import AAUParams
 from ahasd.sim.cost import AAU_OPERATOR_CYCLES
 

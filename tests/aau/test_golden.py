@@ -30,12 +30,11 @@ from ahasd.golden.aau import (
     exp2_table,
     finish,
     log2_table,
-    reference_softmax,
-    reference_stats,
     sum_bits,
     w_bits,
     z_bits,
 )
+from ahasd.golden.aau_reference import reference_softmax, reference_stats
 from ahasd.params import AAUParams
 
 ENTROPY_LSB = 2.0**-12

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from harness.seeds import choose_seed
 
-from ahasd.golden.aau import (
+from ahasd.golden.aau import sum_sq_bits
+from ahasd.golden.aau_modes import (
     NORM_RESET,
     aau_gelu,
     aau_norm,
@@ -25,12 +26,13 @@ from ahasd.golden.aau import (
     aau_relu,
     aau_silu,
     gelu_table,
+    silu_table,
+)
+from ahasd.golden.aau_reference import (
     reference_gelu,
     reference_layernorm,
     reference_rmsnorm,
     reference_silu,
-    silu_table,
-    sum_sq_bits,
 )
 from ahasd.params import AAUParams
 

@@ -21,29 +21,13 @@ from amaranth.sim import Simulator
 from harness.amaranth_sim import simulate
 from harness.seeds import choose_seed
 
-from ahasd.hw.aau import (
-    DIVIDER_CYCLES,
-    Mode,
-    PostPass,
-    accumulators_layout,
-    norm_post_pass_cycles,
-)
 from ahasd.hw.aau_back_end import BackEnd
-from ahasd.hw.aau_units import (
-    EXP_LATENCY,
-    GATE_LATENCY,
-    LN_LATENCY,
-    LOG2_LATENCY,
-    Exp2Unit,
-    GateUnit,
-    LeadingOne,
-    LogUnit,
-    RestoringDivider,
-    RestoringSquareRoot,
-    ShiftAddMultiplier,
-    gelu_table,
-    silu_table,
-)
+from ahasd.hw.aau_layouts import Mode, accumulators_layout
+from ahasd.hw.aau_log import LN_LATENCY, LOG2_LATENCY, LeadingOne, LogUnit
+from ahasd.hw.aau_post_pass import DIVIDER_CYCLES, PostPass, norm_post_pass_cycles
+from ahasd.hw.aau_tables import gelu_table, silu_table
+from ahasd.hw.aau_units import EXP_LATENCY, GATE_LATENCY, Exp2Unit, GateUnit
+from ahasd.hw.serial_arith import RestoringDivider, RestoringSquareRoot, ShiftAddMultiplier
 from ahasd.params import AAUParams
 
 # docs/aau.md section 2.

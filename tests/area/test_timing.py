@@ -11,7 +11,7 @@ import pytest
 from ahasd.cli import main
 from ahasd.cli.hw import TIMING_BEGIN, TIMING_END
 from ahasd.hw.blocks import lookup
-from ahasd.hw.timing import (
+from ahasd.hw.timing_paths import (
     CriticalPath,
     asic_mhz,
     gate_budget,
