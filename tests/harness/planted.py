@@ -47,6 +47,11 @@ INVARIANTS = {
         "level": "the reader sees its fill level: the entries written, as its synchroniser "
         "shows them, less those read",
     },
+    "tvc": {
+        "bound": "an answer n is at most min(P, N_max)",
+        "no_room": "n = 0 whenever C_left <= 0",
+        "completes": "every LEARN and ASK completes exactly once",
+    },
     "gtsu": {
         "one_role": "no rank is ever enabled for both roles at once",
         "gated_off": "no rank is enabled while it is being gated",
@@ -81,6 +86,14 @@ CHECKS = {
     "queues.cocotb": (
         "tests/queues/test_cocotb.py::test_queues_testbench_fails_on_planted_bugs",
         "cocotb: the random tier (epoch bumps in bursts)",
+    ),
+    "tvc.answer_proof": (
+        "tests/tvc/test_formal.py::test_answer_proof_fails_on_planted_bugs",
+        "formal: the answer proof (k-induction)",
+    ),
+    "tvc.safety_proof": (
+        "tests/tvc/test_formal.py::test_safety_proof_fails_on_planted_bugs",
+        "formal: the answer bound and no lost command (k-induction)",
     ),
     "gtsu.safety_proof": (
         "tests/gtsu/test_formal.py::test_safety_proof_fails_on_planted_bugs",
@@ -209,6 +222,35 @@ CATALOGUE = {
         "(head.epoch[0] != self.r_epoch[0])",
         "no_stale",
         ("queues.epoch_proof", "queues.epoch_data", "queues.cocotb"),
+    ),
+    # --- TVC (hw/tvc.py) --------------------------------------------------------------------
+    "tvc.answers_at_zero_c_left": PlantedBug(
+        # C_left <= 0 made < 0: with PVCT all zero, n = min(P, N_max) instead of 0 (it escaped
+        # every tier once)
+        "tvc",
+        "TVC",
+        "no_room = held.c_left[-1] | ~held.c_left.any()",
+        "no_room = held.c_left[-1]",
+        "no_room",
+        ("tvc.answer_proof",),
+    ),
+    "tvc.answer_above_limit": PlantedBug(
+        # the output's clamp min(quotient, min(P, N_max)) made min(quotient, min(P, N_max) + 1)
+        "tvc",
+        "TVC",
+        "Mux(held.answer_n < held.limit, held.answer_n, held.limit)",
+        "Mux(held.answer_n < held.limit + 1, held.answer_n, held.limit + 1)",
+        "bound",
+        ("tvc.answer_proof", "tvc.safety_proof"),
+    ),
+    "tvc.answer_dropped": PlantedBug(
+        # the answer withdrawn after one cycle whether or not the reader took it
+        "tvc",
+        "TVC",
+        'with m.If(states["answering"] & self.ans.ready):',
+        'with m.If(states["answering"]):',
+        "completes",
+        ("tvc.safety_proof",),
     ),
     # --- GTSU (hw/gtsu.py) ------------------------------------------------------------------
     "gtsu.draft_enabled_while_gating": PlantedBug(

@@ -35,8 +35,9 @@ from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal
 from harness import small_params
 from harness.formal import check
+from harness.planted import cases
 
-from ahasd.hw.tvc import TVC, Op, Table, divider_cycles
+from ahasd.hw.tvc import TVC, Table, divider_cycles
 from ahasd.params import TVCParams
 
 # Two-entry tables, F = 2, 8-bit cycles (harness/small_params.py; the mutation campaigns
@@ -55,13 +56,16 @@ class Properties(Elaboratable):
     ``reader_always_ready`` assumes ``ans.ready`` high and adds the latency bounds.
     """
 
-    def __init__(self, params: TVCParams, *, reader_always_ready: bool = False):
+    def __init__(self, params: TVCParams, *, reader_always_ready: bool = False, block: type = TVC):
         self.params = params
         self.reader_always_ready = reader_always_ready
+        self.block = block
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = TVC(self.params)
+        m.submodules.dut = dut = self.block(self.params)
+        # The block's own enums: a planted block is rebuilt with enum classes of its own.
+        ops = self.block.elaborate.__globals__["Op"]
         p = self.params
 
         for port in (dut.cmd, dut.wr):
@@ -78,8 +82,8 @@ class Properties(Elaboratable):
         cmd_taken = dut.cmd.valid & dut.cmd.ready
         wr_taken = dut.wr.valid & dut.wr.ready
         op = dut.cmd.payload.op
-        ask_taken = cmd_taken & (op == Op.ASK)
-        learn_taken = cmd_taken & (op == Op.LEARN)
+        ask_taken = cmd_taken & (op == ops.ASK)
+        learn_taken = cmd_taken & (op == ops.LEARN)
         answer_taken = dut.ans.valid & dut.ans.ready
 
         pending_ask = Signal()
@@ -185,14 +189,17 @@ class Arithmetic(Elaboratable):
     acceptance edge to the answer or the table update.
     """
 
-    def __init__(self, params: TVCParams, which: str):
+    def __init__(self, params: TVCParams, which: str, block: type = TVC):
         self.params = params
         self.which = which
+        self.block = block
 
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        m.submodules.dut = dut = TVC(p)
+        m.submodules.dut = dut = self.block(p)
+        # The block's own enums: a planted block is rebuilt with enum classes of its own.
+        ops, codes = (self.block.elaborate.__globals__[name] for name in ("Op", "Table"))
         for port in (dut.cmd, dut.wr):
             bits = port.payload.as_value()
             m.d.comb += [port.valid.eq(AnySeq(1)), bits.eq(AnySeq(len(bits)))]
@@ -215,9 +222,9 @@ class Arithmetic(Elaboratable):
         asked_p = Signal(p.length_bits)
         n_max = Signal(p.n_bits)
         pending_ask = Signal()
-        with m.If(cmd_taken & (op == Op.ASK)):
+        with m.If(cmd_taken & (op == ops.ASK)):
             m.d.sync += [
-                *(sums[t].eq(sum(dut.tables[t])) for t in tables),
+                *(sums[t].eq(sum(dut.tables[codes[t.name]])) for t in tables),
                 l_kv.eq(dut.l_kv),
                 ncr.eq(dut.ncr),
                 busy.eq(dut.npu_busy),
@@ -252,17 +259,17 @@ class Arithmetic(Elaboratable):
             for t in tables
         }
         pending_learn = Signal()
-        with m.If(cmd_taken & (op == Op.LEARN)):
+        with m.If(cmd_taken & (op == ops.LEARN)):
             m.d.sync += [
                 pending_learn.eq(1),
                 learn_table.eq(learn.table),
                 cycles.eq(learn.cycles),
                 length.eq(learn.length),
-                bad.eq((learn.length == 0) | (learn.table == Table.N_MAX)),
+                bad.eq((learn.length == 0) | (learn.table == codes.N_MAX)),
             ]
             for t in tables:
-                now = dut.tables[t]
-                pushes = (learn.table == t) & (learn.length != 0)
+                now = dut.tables[codes[t.name]]
+                pushes = (learn.table == codes[t.name]) & (learn.length != 0)
                 m.d.sync += [
                     kept_entry.eq(Mux(pushes, older, entry))
                     for kept_entry, older, entry in zip(
@@ -288,7 +295,7 @@ class Arithmetic(Elaboratable):
             with m.If(bad):
                 m.d.comb += Assert(dut.error)
             for t in tables:
-                entries = dut.tables[t]
+                entries = dut.tables[codes[t.name]]
                 m.d.comb += [
                     Assert(kept_entry == entry)
                     for kept_entry, entry in zip(kept[t][1:], entries[1:], strict=True)
@@ -367,3 +374,28 @@ def test_slowest_paths_are_reachable_small():
         mode="cover",
         depth=16,
     )
+
+
+@pytest.mark.formal
+@pytest.mark.parametrize("bug", cases("tvc.answer_proof"))
+def test_answer_proof_fails_on_planted_bugs(bug):
+    with pytest.raises(pytest.fail.Exception, match="failed assertion"):
+        check(
+            Arithmetic(ARITH, "ask", block=bug.build(TVC)),
+            name="tvc_arithmetic_ask_planted",
+            mode="prove",
+            depth=7,
+            engine="smtbmc yices",
+        )
+
+
+@pytest.mark.formal
+@pytest.mark.parametrize("bug", cases("tvc.safety_proof"))
+def test_safety_proof_fails_on_planted_bugs(bug):
+    with pytest.raises(pytest.fail.Exception, match="failed assertion"):
+        check(
+            Properties(SMALL, block=bug.build(TVC)),
+            name="tvc_safety_planted",
+            mode="prove",
+            depth=12,
+        )
