@@ -131,7 +131,7 @@ regress: $(TEST_STAMP)
 # Mutation testing (tests/mutation/run.py): MUTANTS per block, each against the block's
 # cocotb testbench and its formal checks (FIRST_KILL=1: formal only where cocotb missed);
 # the table goes to build/mutation/report.md, the outcome to tests/mutation/record.json.
-MUTANTS ?= 20
+MUTANTS ?= 40
 MUTATION_SEED ?= 1
 MUTATE_BLOCKS ?= edc tvc queues gtsu aau top
 FIRST_KILL ?=
