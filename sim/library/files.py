@@ -141,13 +141,7 @@ def sourced_number(path: Path, data: dict, key: str, *, integer: bool, zero_ok: 
     The spec-file number format of every loader (devices, power, models, phone platforms);
     anything malformed is a UserError naming the file ``path`` and the field.
     """
-    entry = data[key]
-    if not isinstance(entry, dict):
-        raise UserError(
-            f"{path}: field '{key}': must be a table with value, source and confidence, "
-            f"not {entry!r}"
-        )
-    check_keys(path, entry, FIELD_KEYS, where=key)
+    entry = _field_table(path, data, key)
     value = entry.get("value")
     kind = "an integer" if integer else "a number"
     ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
@@ -194,9 +188,9 @@ def _span(path: Path, key: str, entry: dict, value, *, integer: bool, zero_ok: b
     return (low, high)
 
 
-def sourced_choice(path: Path, data: dict, key: str, choices: tuple[str, ...]) -> Sourced:
-    """Parse ``key = {value = "<name>", source, confidence}`` with ``<name>`` one of
-    ``choices``; anything else is a UserError naming the file ``path`` and the field."""
+def _field_table(path: Path, data: dict, key: str) -> dict:
+    """The table of field ``key`` (``value``, ``source``, ``confidence``, ...), its keys
+    checked; UserError naming the file and the field if it is not a table."""
     entry = data[key]
     if not isinstance(entry, dict):
         raise UserError(
@@ -204,6 +198,13 @@ def sourced_choice(path: Path, data: dict, key: str, choices: tuple[str, ...]) -
             f"not {entry!r}"
         )
     check_keys(path, entry, FIELD_KEYS, where=key)
+    return entry
+
+
+def sourced_choice(path: Path, data: dict, key: str, choices: tuple[str, ...]) -> Sourced:
+    """Parse ``key = {value = "<name>", source, confidence}`` with ``<name>`` one of
+    ``choices``; anything else is a UserError naming the file ``path`` and the field."""
+    entry = _field_table(path, data, key)
     value = entry.get("value")
     if value not in choices:
         raise UserError(
