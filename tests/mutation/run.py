@@ -42,12 +42,13 @@ not hold (the RTL changed since) is evaluated as a campaign, and says so.
 Usage (from the repository root; ``make mutate`` runs the full campaign)::
 
     .venv/bin/python tests/mutation/run.py [--blocks edc tvc] [--count 20] [--seed 1]
-        [--sample K [--sample-seed S]] [--first-kill] [--jobs 2]
+        [--sample K [--sample-seed S] | --mutants N [N ...]] [--first-kill] [--jobs 2]
         [--report build/mutation/report.md]
 
-``--sample-seed`` is fresh and printed when omitted; ``--first-kill`` stops a mutant's
-evaluation at the first tier that kills it. Exit status 1 if a non-equivalent mutant
-survives (or the unmutated netlist fails).
+``--sample-seed`` is fresh and printed when omitted; ``--mutants`` re-evaluates the listed
+mutants of one block and updates their entries in the record (after a test was added to kill
+a survivor); ``--first-kill`` stops a mutant's evaluation at the first tier that kills it.
+Exit status 1 if a non-equivalent mutant survives (or the unmutated netlist fails).
 """
 
 from __future__ import annotations
@@ -573,6 +574,17 @@ def write_record(
     RECORD.write_text(text + "\n")
 
 
+def update_record(block: str, mutants: list[Mutant]) -> None:
+    """Replace the entries of ``mutants`` in RECORD's campaign of ``block``."""
+    found = json.loads(RECORD.read_text())
+    entries = {m["number"]: m for m in found["blocks"][block]["mutants"]}
+    for m in mutants:
+        entries[m.number].update(
+            outcome=m.outcome, killed_by=m.killed_by, formal_kills=m.formal_kills
+        )
+    RECORD.write_text(json.dumps(found, indent=1) + "\n")
+
+
 def campaign(
     block: str,
     count: int,
@@ -582,19 +594,35 @@ def campaign(
     tiers: tuple[str, ...],
     first_kill: bool,
     jobs: int,
+    only: tuple[int, ...] = (),
 ) -> list[Mutant]:
-    """Evaluate ``block``'s mutants (all of them, or a sample) and return them.
+    """Evaluate ``block``'s mutants (all of them, a sample, or the numbers in ``only``) and
+    return them.
 
     A sample of a netlist that RECORD holds a full campaign of is drawn from the mutants
     that campaign killed, and each runs only the tier, and of the formal tier only the
     checks, that killed it then: a mutant that survives them now shows a check that has
     lost its teeth. Any other sample is evaluated as a campaign would evaluate it.
+
+    ``only`` re-evaluates those mutants of the list as a campaign would (after a test was
+    added to kill a survivor, say) and replaces their entries in RECORD, which must hold a
+    full campaign of this netlist and list.
     """
     target = _targets()[block]
     workdir = BUILD / block
     fingerprint, mutants = prepare(block, target, count, seed, workdir)
     history = recorded(block, fingerprint, count, seed) if sample is not None else None
     chosen = mutants
+    if only:
+        if recorded(block, fingerprint, count, seed) is None:
+            raise SystemExit(
+                f"{block}: {RECORD.name} holds no campaign of this netlist (list seed {seed}, "
+                f"{count} mutants) to update: run the full campaign"
+            )
+        unknown = sorted(set(only) - {m.number for m in mutants})
+        if unknown:
+            raise SystemExit(f"{block}: the list has no mutant {unknown} (1..{len(mutants)})")
+        chosen = [m for m in mutants if m.number in only]
     if sample is not None:
         pool = mutants
         if history is not None:
@@ -685,7 +713,9 @@ def campaign(
     stale = set(equivalent) - {m.key for m in mutants}
     for key in sorted(stale):
         print(f"{block}: equivalent.toml lists a mutant this netlist does not have: {key}")
-    if sample is None:
+    if only:
+        update_record(block, chosen)
+    elif sample is None:
         write_record(block, fingerprint, count, seed, plan.tiers(tiers), chosen)
     return chosen
 
@@ -784,6 +814,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="mutation list and testbench seed")
     parser.add_argument("--sample", type=int, help="run only this many mutants per block")
     parser.add_argument("--sample-seed", type=int, help="which ones (fresh and printed if unset)")
+    parser.add_argument(
+        "--mutants",
+        type=int,
+        nargs="+",
+        default=[],
+        help="re-evaluate only these mutants of the list and update their record entries",
+    )
     parser.add_argument("--tiers", nargs="+", default=list(TIERS), choices=TIERS)
     parser.add_argument("--first-kill", action="store_true", help="stop at the first kill")
     parser.add_argument("--jobs", type=int, default=2, help="mutants evaluated at once")
@@ -796,6 +833,10 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.count < (1 << MUTSEL_BITS):
         parser.error(f"--count must be between 1 and {(1 << MUTSEL_BITS) - 1}, not {args.count}")
     sample_seed = args.sample_seed
+    if args.mutants and args.sample is not None:
+        parser.error("--mutants and --sample exclude each other")
+    if args.mutants and len(args.blocks) != 1:
+        parser.error("--mutants needs exactly one of --blocks")
     if args.sample is not None and sample_seed is None:
         sample_seed = random.SystemRandom().randrange(1 << 31)
     if args.sample is not None:
@@ -810,6 +851,7 @@ def main(argv: list[str] | None = None) -> int:
             tuple(args.tiers),
             args.first_kill,
             args.jobs,
+            tuple(args.mutants),
         )
         for block in args.blocks
     }
