@@ -97,10 +97,13 @@ def crossings_sdc(prefix: str = DEFAULT_PREFIX) -> str:
     the reader's Gray pointer back (``consume_cdc``), the storage read by the reader's
     registered read port (stable by the pointer protocol while it is read), and the
     writer's reset into the reader's reset synchroniser (``rst_cdc``: asserted
-    asynchronously, released through two flops). Each Gray pointer and the storage get a
-    maximum delay of the smaller of the two clocks' periods (the bits of one pointer value
-    must arrive within one capture period of each other, so at most one bit is in flight)
-    and no hold check; the reset's assertion is a false path. Nothing else may cross, so no
+    asynchronously, released through two flops), and the queue's reset handshake (the
+    writer's one-bit request into a two-flop synchroniser of the reader and into
+    ``rst_cdc``, the reader's acknowledgement back through two flops of the writer). Each
+    Gray pointer, the storage and the handshake's two bits get a maximum delay of the
+    smaller of the two clocks' periods (the bits of one pointer value must arrive within
+    one capture period of each other, so at most one bit is in flight) and no hold check;
+    the reset's assertion is a false path. Nothing else may cross, so no
     ``set_clock_groups`` (it would override the maximum delays in most tools).
     """
     from ahasd.hw.queues import QUEUE_DOMAINS
@@ -177,7 +180,16 @@ def crossings_sdc(prefix: str = DEFAULT_PREFIX) -> str:
             f"# The writer's reset ({w}_rst) asserts the reader's reset synchroniser "
             "asynchronously.",
             f"set_false_path -from [ahasd_pin {w}_rst] -to [ahasd_cells {fifo}/rst_cdc/stage*]",
+            f"# The reset handshake: the writer's request ({w}) into the reader's synchroniser "
+            f"and the FIFO's reset synchroniser ({r}), the acknowledgement back ({w}).",
         ]
+        for source, to in (("reset_request", r), ("reset_to_reader/stage1", w)):
+            cells = f"[ahasd_cells queues/{queue}/{source}*]"
+            clock = f"[get_clocks $AHASD_{to.upper()}_CLOCK]"
+            lines += [
+                f"set_max_delay $ahasd_period -from {cells} -to {clock}",
+                f"set_false_path -hold -from {cells} -to {clock}",
+            ]
     return "\n".join(lines) + "\n"
 
 

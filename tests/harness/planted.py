@@ -188,11 +188,12 @@ CATALOGUE = {
     ),
     # --- queues (hw/queues.py) --------------------------------------------------------------
     "queues.no_backpressure": PlantedBug(
-        # the writer is never back-pressured: a full queue overwrites its oldest entry
+        # the writer is never back-pressured: an entry offered to a full queue is taken and
+        # lost (the FIFO refuses it)
         "queues",
         "AsyncQueues",
-        "self.w.ready.eq(fifo.w_rdy)",
-        "self.w.ready.eq(1)",
+        "self.w.ready.eq(fifo.w_rdy & ~blocked)",
+        "self.w.ready.eq(~blocked)",
         "no_drop",
         ("queues.pointer_proof",),
     ),

@@ -272,7 +272,10 @@ class TB:
         await Timer(max(periods_ps) * 4, unit="ps")
         for name in DOMAINS:
             getattr(dut, f"{name}_rst").value = 0
-        await Timer(max(periods_ps) * 4, unit="ps")
+        # The writers wait out their queues' reset handshake (w.ready low until the reader
+        # has seen the reset and its release: about four edges of each clock), the one time
+        # a writer may see ready low below the depth.
+        await Timer(max(periods_ps) * 12, unit="ps")
 
     def bump_is_unambiguous(self) -> bool:
         """Whether one more bump keeps every live epoch distinct from the reader's after

@@ -256,3 +256,65 @@ def test_queue_rejects_bad_construction():
 def test_default_depths_are_the_specs():
     params = QueueParams()
     assert (params.draft_depth, params.feedback_depth, params.preverify_depth) == (64, 32, 16)
+
+
+@pytest.mark.parametrize(
+    "pulses",
+    [(1,), (2,), (1, 2, 1), (1, 6, 1)],
+    ids=["one-cycle", "two-cycles", "again-during-handshake", "again-late-in-handshake"],
+)
+@pytest.mark.parametrize(
+    ("writer_period", "reader_period"),
+    [(1.0e-9, 1.3e-9), (1.0e-9, 3.7e-9), (1.0e-9, 7.3e-9), (3.1e-9, 1.0e-9), (1.25e-9, 1.0e-9)],
+)
+def test_a_short_writer_reset_empties_the_queue_and_loses_no_later_entry(
+    writer_period, reader_period, pulses
+):
+    """A writer reset of one or two write-clock cycles (or a second one, given a few cycles
+    after the first, while its handshake runs), with entries in the queue, then writes as
+    early as ``w.ready`` allows: the reader gets exactly the entries written after
+    the reset, in order. (Amaranth's ``AsyncFIFO`` alone, reset by the writer's reset, fails
+    both halves at these ratios: it presents entries never written after a reset shorter than
+    two read-clock periods, and loses the first entries written after it.)"""
+    layout = feedback_entry_layout(QueueParams())
+    dut = Queue(layout, 4, w_domain="w", r_domain="r")
+    top = Module()
+    top.submodules.dut = dut
+    top.domains.w = writer = ClockDomain("w")
+    top.domains.r = ClockDomain("r")
+    before = [{"batch_id": i, "n_accepted": i, "full": 0} for i in range(1, 4)]
+    after = [{"batch_id": 40 + i, "n_accepted": i, "full": 1} for i in range(4)]  # fills it
+    got = []
+
+    async def send(ctx, fields):
+        ctx.set(dut.w.payload, fields)
+        ctx.set(dut.w.valid, 1)
+        await ctx.tick("w").until(dut.w.ready)
+        ctx.set(dut.w.valid, 0)
+
+    async def testbench(ctx):
+        for fields in before:
+            await send(ctx, fields)
+        await ctx.tick("r").repeat(6)  # all three visible to the reader, none read
+        # A pulse covers ``cycles`` write-clock edges (a wait on the writer's clock under
+        # its reset would raise DomainReset; this one ends half a period after the last).
+        await ctx.tick("w")
+        for index, cycles in enumerate(pulses):
+            if index % 2:  # the gap before the next pulse
+                await ctx.tick("w").repeat(cycles)
+                continue
+            ctx.set(writer.rst, 1)
+            await ctx.delay((cycles + 0.5) * writer_period)
+            ctx.set(writer.rst, 0)
+        for fields in after:
+            await send(ctx, fields)
+        await ctx.tick("r").repeat(8)
+        ctx.set(dut.r.ready, 1)
+        for _ in range(2 * 4 + len(after)):
+            _, _, valid, payload = await ctx.tick("r").sample(dut.r.valid, dut.r.payload)
+            if valid:
+                got.append({name: int(payload[name]) for name, _ in layout})
+        ctx.set(dut.r.ready, 0)
+
+    simulate(top, testbench, clocks={"w": writer_period, "r": reader_period}, deadline=DEADLINE)
+    assert got == after

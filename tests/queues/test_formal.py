@@ -332,9 +332,14 @@ def _fifo_signals(fragment: Fragment) -> dict[str, Signal]:
 
     collect(fragment, "")
     for child, name, *_ in fragment.subfragments:
-        if name in ("produce_cdc", "consume_cdc", "rst_cdc"):
+        if name in ("produce_cdc", "consume_cdc", "rst_cdc", *HANDSHAKE):
             collect(child, f"{name}.")
     return found
+
+
+#: The synchronisers of a queue's reset handshake (``hw/queues.py``, ``Queue._fifo``): the
+#: writer's request into the reader, the reader's acknowledgement back.
+HANDSHAKE = ("reset_to_reader", "reset_ack_to_writer")
 
 
 def _gray_decode(code: Value) -> Value:
@@ -400,6 +405,7 @@ class QueuePointers(Elaboratable):
     def pointers(self, m, block, queue: str, fragment: Fragment, depth: int) -> None:
         fifo = next(child for child, name, *_ in fragment.subfragments if name == "fifo")
         s = _fifo_signals(fifo)
+        h = _fifo_signals(fragment)
         width = len(s["produce_w_bin"])
         w_domain, r_domain = (
             block.member_domains()[f"{queue}_w"],
@@ -448,6 +454,10 @@ class QueuePointers(Elaboratable):
             m.d.comb += [Assert(reset_1), Assert(p0 == 0)]
         with m.If(reset_1):
             m.d.comb += [Assert(consume == 0), Assert(read == 0), Assert(p1 == 0)]
+        # With the resets held low, the reset handshake stays at power-up's idle state.
+        idle = [h["reset_request"]]
+        idle += [h[f"{name}.stage{index}"] for name in HANDSHAKE for index in (0, 1)]
+        m.d.comb += [Assert(~register) for register in idle]
         with m.If(wrote):
             m.d.comb += Assert(distance(consume, produce) < depth)
         with m.If(took):
