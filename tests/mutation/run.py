@@ -18,7 +18,9 @@ The method of YosysHQ's MCY, with the tools the project already installs. For ea
 4. The formal tier: the block's ``test_formal.py`` under pytest with ``AHASD_MUTANT`` set
    (``harness.formal.check`` then applies the mutation to the block's module of each
    wrapper built at this parameter set, ``mutation/formal_tier.py``); a property that fails
-   (or a proof that no longer finishes in three times its usual time) kills the mutant.
+   kills the mutant. A check that does not finish in three times its usual time (at least
+   60 s) kills nothing: a solver's time is no behaviour of the design, so the mutant stays
+   a survivor (its line in the report says which checks timed out) until a test kills it.
    Checks at other parameter sets cannot run the mutant and are not counted; a block none
    of whose formal checks holds the netlist (the AAU, the top) gets the cocotb tier only.
 
@@ -725,9 +727,10 @@ def formal_tier(
 ) -> None:
     """Run ``plan``'s checks on ``mutant``; its formal verdict and the checks that failed."""
     records = run_formal(block, target, fingerprint, mutant, plan)
-    failed = [r for r in records if r["applies"] and r["outcome"] != "passed"]
+    failed = [r for r in records if r["applies"] and r["outcome"] == "failed"]
+    undecided = [r for r in records if r["applies"] and r["outcome"] not in ("passed", "failed")]
     mutant.formal = "killed" if failed else "survived"
-    mutant.formal_detail = "; ".join(f"{r['check']}: {r['outcome']}" for r in failed)
+    mutant.formal_detail = "; ".join(f"{r['check']}: {r['outcome']}" for r in [*failed, *undecided])
     mutant.formal_kills = [
         {"node": r["node"], "check": r["check"], "seconds": plan.seconds.get(r["check"], 60.0)}
         for r in failed
