@@ -1,6 +1,7 @@
 """The three asynchronous queues between PIM, NPU and CPU (spec 2.3).
 
-Each queue is an :class:`amaranth.lib.fifo.AsyncFIFO` behind two stream ports whose payload
+Each queue is an asynchronous FIFO (:class:`ahasd.hw.async_fifo.HandshakeAsyncFIFO`,
+Amaranth's ``AsyncFIFO`` with a reset handshake) behind two stream ports whose payload
 is a :class:`amaranth.lib.data.StructLayout` defined here once; the golden model
 (``ahasd.golden.queues``) and the testbenches use the same field names.
 
@@ -20,12 +21,11 @@ at any ratio of the clocks: all crossing is done by ``AsyncFIFO``'s Gray-coded p
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.cdc import FFSynchronizer
-from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
+from ahasd.hw.async_fifo import HandshakeAsyncFIFO
 from ahasd.params import QueueParams
 
 __all__ = [
@@ -108,20 +108,9 @@ class Queue(wiring.Component):
     synchroniser, 3 to 4 read-clock edges. Throughput: one entry per cycle on each side.
 
     Reset: the writer's domain reset, of any length (one write-clock cycle is enough), empties
-    the queue. ``AsyncFIFO`` empties its reader side by setting the reader's pointer to the
-    writer's as it arrives through the synchroniser, for two read-clock edges after the reset
-    it sees is released. Driven by the writer's reset directly, that is wrong twice over: a
-    reset shorter than about two read-clock periods leaves the reader's pointer at the
-    writer's old one (the queue then presents entries that were never written, up to
-    ``2 * depth - 1`` of them), and an entry written within those two edges is taken as read
-    and lost with ``w.ready`` high. So the FIFO's writer side has a reset of its own, a
-    four-phase handshake through the reader's clock: the writer's reset sets a request that
-    holds the FIFO in reset until the reader's acknowledgement comes back (two read-clock,
-    then two write-clock edges), and ``w.ready`` stays low until the request's release has
-    gone to the reader and back (two more of each), by when the FIFO's reader side has left
-    its reset. ``w.ready`` is low from the writer's reset for about four edges of each clock
-    and one more write-clock edge; power-up (every handshake register at 0) needs no
-    handshake.
+    the queue, and ``w.ready`` stays low until the reset has reached the reader and come back
+    (about four edges of each clock after the reset): :class:`HandshakeAsyncFIFO`, whose
+    docstring says why Amaranth's ``AsyncFIFO`` alone is not enough.
     """
 
     def __init__(
@@ -159,44 +148,18 @@ class Queue(wiring.Component):
             }
         )
 
-    def _fifo(self, m: Module) -> AsyncFIFO:
-        # The FIFO's writer side has the writer's clock and a reset of its own: the writer's
-        # reset, held until the reader has acknowledged it (why: the class docstring).
-        writer_reset = ResetSignal(self.w_domain)
-        # Set by the writer's reset, cleared by the reader's acknowledgement; reset-less so
-        # that power-up (all handshake registers 0) needs no handshake.
-        reset_request = Signal(reset_less=True)
-        reset_ack_in_reader, reset_ack = Signal(), Signal()
-        m.submodules.reset_to_reader = FFSynchronizer(
-            reset_request, reset_ack_in_reader, o_domain=self.r_domain
-        )
-        m.submodules.reset_ack_to_writer = FFSynchronizer(
-            reset_ack_in_reader, reset_ack, o_domain=self.w_domain
-        )
-        with m.If(writer_reset):
-            m.d[self.w_domain] += reset_request.eq(1)
-        with m.Elif(reset_ack):
-            m.d[self.w_domain] += reset_request.eq(0)
-        m.domains.fifo_w = ClockDomain(local=True)
-        m.d.comb += [
-            ClockSignal("fifo_w").eq(ClockSignal(self.w_domain)),
-            ResetSignal("fifo_w").eq(writer_reset | reset_request),
-        ]
-        m.submodules.fifo = fifo = AsyncFIFO(
+    def _fifo(self, m: Module) -> HandshakeAsyncFIFO:
+        m.submodules.fifo = fifo = HandshakeAsyncFIFO(
             width=self.layout.size,
             depth=self.depth,
-            w_domain="fifo_w",
+            w_domain=self.w_domain,
             r_domain=self.r_domain,
             exact_depth=True,
         )
-        # No write until the request's release has reached the reader (where the FIFO's
-        # reset synchroniser releases with it) and come back: an entry arriving at the
-        # reader before would be discarded.
-        blocked = reset_request | reset_ack
         m.d.comb += [
             fifo.w_data.eq(self.w.payload),
-            fifo.w_en.eq(self.w.valid & ~blocked),
-            self.w.ready.eq(fifo.w_rdy & ~blocked),
+            fifo.w_en.eq(self.w.valid),
+            self.w.ready.eq(fifo.w_rdy),
             self.w_level.eq(fifo.w_level),
             self.r_level.eq(fifo.r_level),
         ]

@@ -184,7 +184,7 @@ def crossings_sdc(prefix: str = DEFAULT_PREFIX) -> str:
             f"and the FIFO's reset synchroniser ({r}), the acknowledgement back ({w}).",
         ]
         for source, to in (("reset_request", r), ("reset_to_reader/stage1", w)):
-            cells = f"[ahasd_cells queues/{queue}/{source}*]"
+            cells = f"[ahasd_cells {fifo}/{source}*]"
             clock = f"[get_clocks $AHASD_{to.upper()}_CLOCK]"
             lines += [
                 f"set_max_delay $ahasd_period -from {cells} -to {clock}",

@@ -265,7 +265,15 @@ def test_default_depths_are_the_specs():
 )
 @pytest.mark.parametrize(
     ("writer_period", "reader_period"),
-    [(1.0e-9, 1.3e-9), (1.0e-9, 3.7e-9), (1.0e-9, 7.3e-9), (3.1e-9, 1.0e-9), (1.25e-9, 1.0e-9)],
+    [
+        (1.0e-9, 1.3e-9),
+        (1.0e-9, 3.7e-9),
+        (1.0e-9, 7.3e-9),
+        (3.1e-9, 1.0e-9),
+        (1.25e-9, 1.0e-9),
+        (7.0e-9, 3.0e-9),
+        (3.0e-9, 7.0e-9),
+    ],
 )
 def test_a_short_writer_reset_empties_the_queue_and_loses_no_later_entry(
     writer_period, reader_period, pulses

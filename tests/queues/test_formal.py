@@ -337,8 +337,8 @@ def _fifo_signals(fragment: Fragment) -> dict[str, Signal]:
     return found
 
 
-#: The synchronisers of a queue's reset handshake (``hw/queues.py``, ``Queue._fifo``): the
-#: writer's request into the reader, the reader's acknowledgement back.
+#: The synchronisers of a queue FIFO's reset handshake (``hw/async_fifo.py``): the writer's
+#: request into the reader, the reader's acknowledgement back.
 HANDSHAKE = ("reset_to_reader", "reset_ack_to_writer")
 
 
@@ -405,7 +405,6 @@ class QueuePointers(Elaboratable):
     def pointers(self, m, block, queue: str, fragment: Fragment, depth: int) -> None:
         fifo = next(child for child, name, *_ in fragment.subfragments if name == "fifo")
         s = _fifo_signals(fifo)
-        h = _fifo_signals(fragment)
         width = len(s["produce_w_bin"])
         w_domain, r_domain = (
             block.member_domains()[f"{queue}_w"],
@@ -455,8 +454,8 @@ class QueuePointers(Elaboratable):
         with m.If(reset_1):
             m.d.comb += [Assert(consume == 0), Assert(read == 0), Assert(p1 == 0)]
         # With the resets held low, the reset handshake stays at power-up's idle state.
-        idle = [h["reset_request"]]
-        idle += [h[f"{name}.stage{index}"] for name in HANDSHAKE for index in (0, 1)]
+        idle = [s["reset_request"]]
+        idle += [s[f"{name}.stage{index}"] for name in HANDSHAKE for index in (0, 1)]
         m.d.comb += [Assert(~register) for register in idle]
         with m.If(wrote):
             m.d.comb += Assert(distance(consume, produce) < depth)

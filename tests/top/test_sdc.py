@@ -141,7 +141,7 @@ def test_every_crossing_is_constrained_on_cells_of_the_design(
             expected[(f"{fifo}/{source}", to)] = {("max", limit), ("hold", None)}
         expected[(f"{fifo}/rst_cdc/stage*", "reset")] = {f"{w}_rst"}
         for source, to in (("reset_request*", r), ("reset_to_reader/stage1*", w)):
-            expected[(f"queues/{queue}/{source}", to)] = {("max", limit), ("hold", None)}
+            expected[(f"{fifo}/{source}", to)] = {("max", limit), ("hold", None)}
     normalised = {
         key: {(k, f"{float(v):g}" if v is not None else None) for k, v in value}
         if key[1] != "reset"
