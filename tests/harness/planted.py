@@ -119,6 +119,10 @@ INVARIANTS = {
         "refused": "SLVERR for an address no register covers and for a write to a read-only "
         "register",
         "irq": "irq is high while an IRQ_STATUS cause and its IRQ_ENABLE bit are both 1",
+        "sticky": "a cause is set at the edge after its condition rises and cleared only by "
+        "writing 1 to it; one that rises in the cycle of the clearing write stays set",
+        "wide": "a 64-bit register is written whole by the write of its high word, with the "
+        "low bytes written since the last one",
     },
 }
 
@@ -177,6 +181,11 @@ CHECKS = {
     "top.integration": (
         "tests/top/test_cocotb.py::test_integration_fails_on_planted_bugs",
         "cocotb: the integration test against the golden controller",
+    ),
+    "top.clear_cycle": (
+        "tests/top/test_amaranth.py::test_clear_check_fails_on_planted_bugs",
+        "Amaranth: a cause rising before, in and after the cycle of its clearing write (the "
+        "register file alone)",
     ),
 }
 
@@ -420,6 +429,16 @@ CATALOGUE = {
         "no_loss",
         ("aau.reduction_proof", "aau.cocotb"),
     ),
+    "aau.vector_start_while_stalled": PlantedBug(
+        # the input register's vector flags move on a stalled element: a held last element
+        # starts a new vector (the formal wrapper's first vector never stalls)
+        "aau",
+        "FrontEnd",
+        "with m.If(advance & self.i.valid):",
+        "with m.If(self.i.valid):",
+        "one_per_vector",
+        ("aau.cocotb",),
+    ),
     # --- controller top (hw/top.py, its register file and AXI4-Lite port) ------------------
     "top.read_address_shifted": PlantedBug(
         # the read address's byte offset one bit short: a read of word w returns word 2w
@@ -456,6 +475,26 @@ CATALOGUE = {
         "& self._storage[(IRQ_ENABLE, self.regmap.irq_enable(f.name).name)].any()",
         "| self._storage[(IRQ_ENABLE, self.regmap.irq_enable(f.name).name)].any()",
         "irq",
+        ("top.register_walk", "top.integration"),
+    ),
+    "top.clear_loses_a_rising_cause": PlantedBug(
+        # the clearing write forgets a rise in its own cycle (the walk and, on most seeds, the
+        # integration test never line the two up)
+        "top",
+        "RegisterFile",
+        "m.d.sync += status.eq((status & ~written[bits]) | rises)",
+        "m.d.sync += status.eq(status & ~written[bits])",
+        "sticky",
+        ("top.clear_cycle",),
+    ),
+    "top.write_buffer_kept": PlantedBug(
+        # the write buffer's strobes never emptied: a later high-word write brings back low
+        # bytes written before the previous one
+        "top",
+        "RegisterFile",
+        "m.d.sync += strobes.eq(0)",
+        "m.d.sync += strobes.eq(strobes)",
+        "wide",
         ("top.register_walk", "top.integration"),
     ),
 }
