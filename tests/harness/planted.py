@@ -402,6 +402,15 @@ CATALOGUE = {
         "exact",
         ("aau.cocotb",),
     ),
+    "aau.exp_interpolation_halved": PlantedBug(
+        # the exp unit's interpolation fraction sliced one bit high (r >> 1): every M low
+        "aau",
+        "Exp2Unit",
+        'rest2 = register(f1[:r_bits], "rest2")',
+        'rest2 = register(f1[1:r_bits], "rest2")',
+        "exact",
+        ("aau.cocotb",),
+    ),
     "aau.result_per_element": PlantedBug(
         # every reduction element finishes a vector, not only the last
         "aau",
