@@ -14,8 +14,11 @@ import os
 from pathlib import Path
 
 import pytest
-from harness.cocotb_run import run_block_cocotb
+from harness import small_params
+from harness.cocotb_run import run_block_cocotb, run_fails_on_planted_bug
+from harness.planted import cases
 
+from ahasd.hw.aau import AAU
 from ahasd.params import AAUParams
 
 HERE = Path(__file__).parent
@@ -60,4 +63,23 @@ def test_aau_other_params_against_golden():
         test_dir=HERE,
         testcase="random_vectors_bit_exact",
         extra_env={"AHASD_VECTORS": "60"},
+    )
+
+
+@pytest.mark.cocotb
+@pytest.mark.long
+@pytest.mark.parametrize("bug", cases("aau.cocotb"))
+def test_aau_testbench_fails_on_planted_bugs(bug):
+    """Each planted bug the random tier must catch (harness/planted.py), at the mutation
+    campaign's length (150 vectors of the small set, ``max_length = 8``), e.g. the pipeline
+    advancing while ``o`` holds an element not taken. Long: each bug is a Verilator build of
+    its own."""
+    run_fails_on_planted_bug(
+        bug,
+        AAU,
+        small_params.AAU,
+        test_module="tb_aau",
+        test_dir=HERE,
+        testcase="random_vectors_bit_exact",
+        extra_env={"AHASD_VECTORS": "150"},
     )

@@ -192,3 +192,30 @@ def run_block_cocotb(
         sim=sim,
         plusargs=plusargs,
     )
+
+
+def run_fails_on_planted_bug(
+    bug: Any,
+    component: type,
+    params: Any,
+    *,
+    test_module: str,
+    test_dir: Path,
+    testcase: str | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> None:
+    """The cocotb module ``test_module`` fails (a test fails, not merely errs in its build)
+    on ``component``, the block of ``bug`` (a :class:`harness.planted.PlantedBug`), with the
+    bug planted: one build per bug and parameter set, under the block's Verilog name."""
+    with pytest.raises(pytest.fail.Exception, match=r"\d+ of \d+ cocotb test\(s\) failed"):
+        run_cocotb(
+            top=module_name(bug.block),
+            component=lambda: bug.build(component)(params),
+            tag=f"{params.tag()}-{bug.tag}",
+            params=params,
+            test_module=test_module,
+            test_dir=test_dir,
+            testcase=testcase,
+            extra_env=extra_env,
+            domains=lookup(bug.block).domains,
+        )

@@ -19,17 +19,64 @@ import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import FunctionType
 
 
 def planted(component: type, old: str, new: str) -> type:
     """``component`` rebuilt from its module's source with the one occurrence of ``old``
     replaced by ``new``."""
-    module = sys.modules[component.__module__]
+    return _executed(sys.modules[component.__module__], old, new)[component.__name__]
+
+
+def planted_within(block: type, module_name: str, old: str, new: str) -> type:
+    """``block`` rebuilt so that the module ``module_name`` (of ``ahasd.hw``) it reaches
+    through its imports carries the bug (``old`` replaced by ``new``, once).
+
+    Every module of ``ahasd.hw`` on the way from the block's module to ``module_name`` is
+    executed afresh with the names it imported from a rebuilt module bound to the rebuilt
+    objects (its classes and functions; enums included, so a wrapper must take the block's
+    own), the other modules are shared; so ``ControllerTop`` gets the planted
+    ``RegisterFile``, ``AAU`` the planted ``Exp2Unit`` through its ``FrontEnd``.
+    """
+    namespace = _rebuilt(sys.modules[block.__module__], module_name, old, new, {})
+    assert namespace is not None, f"{block.__name__} does not reach {module_name}"
+    return namespace[block.__name__]
+
+
+def _executed(module, old: str | None = None, new: str = "") -> dict:
+    """The namespace of ``module``'s source executed afresh, with ``old`` (once) replaced."""
     source = inspect.getsource(module)
-    assert source.count(old) == 1, f"the planted bug's target must occur once: {old}"
+    if old is not None:
+        assert source.count(old) == 1, f"the planted bug's target must occur once: {old}"
+        source = source.replace(old, new)
     namespace = {"__name__": f"{module.__name__}_planted"}
-    exec(compile(source.replace(old, new), module.__file__, "exec"), namespace)
-    return namespace[component.__name__]
+    exec(compile(source, module.__file__, "exec"), namespace)
+    return namespace
+
+
+def _rebuilt(module, target: str, old: str, new: str, done: dict) -> dict | None:
+    """``module``'s namespace rebuilt with the bug in ``target``, or None when ``module``
+    does not reach ``target`` (each module rebuilt once: ``done``)."""
+    if module.__name__ not in done:
+        if module.__name__ == target:
+            done[module.__name__] = _executed(module, old, new)
+        else:
+            rebound = {}
+            for name, value in vars(module).items():
+                origin = getattr(value, "__module__", None)
+                if not isinstance(value, type | FunctionType) or origin == module.__name__:
+                    continue
+                if origin in sys.modules and origin.startswith("ahasd.hw."):
+                    rebuilt = _rebuilt(sys.modules[origin], target, old, new, done)
+                    if rebuilt is not None:
+                        rebound[name] = rebuilt[value.__name__]
+            namespace = None
+            if rebound:
+                # in place: the rebuilt functions look their globals up in this dict
+                namespace = _executed(module)
+                namespace.update(rebound)
+            done[module.__name__] = namespace
+    return done[module.__name__]
 
 
 #: The documented invariants a planted bug may break, by block (docs/spec.md section 2).
@@ -56,6 +103,26 @@ INVARIANTS = {
         "one_role": "no rank is ever enabled for both roles at once",
         "gated_off": "no rank is enabled while it is being gated",
         "overlap": "a rank in both masks is never enabled",
+    },
+    # docs/aau.md sections 11 and 15 (spec 2.4 makes aau.md the unit's definition)
+    "aau": {
+        "exact": "every result field and output element is the arithmetic of docs/aau.md, "
+        "bit for bit (max and argmax: max_i X_i and the lowest index holding it)",
+        "one_per_vector": "a reduction vector gives one result, an element vector one output "
+        "per element, in input order",
+        "no_loss": "nothing is dropped: backpressure only delays, every output is held until taken",
+    },
+    # docs/integration.md "The bus: AXI4-Lite" and "The interrupt", docs/registers.md
+    "top": {
+        "read": "a read returns the addressed register's value",
+        "strobe": "a write changes only the bytes of the addressed register its WSTRB enables",
+        "refused": "SLVERR for an address no register covers and for a write to a read-only "
+        "register",
+        "irq": "irq is high while an IRQ_STATUS cause and its IRQ_ENABLE bit are both 1",
+        "sticky": "a cause is set at the edge after its condition rises and cleared only by "
+        "writing 1 to it; one that rises in the cycle of the clearing write stays set",
+        "wide": "a 64-bit register is written whole by the write of its high word, with the "
+        "low bytes written since the last one",
     },
 }
 
@@ -99,6 +166,27 @@ CHECKS = {
         "tests/gtsu/test_formal.py::test_safety_proof_fails_on_planted_bugs",
         "formal: the safety proof (k-induction)",
     ),
+    "aau.reduction_proof": (
+        "tests/aau/test_formal.py::test_reduction_proof_fails_on_planted_bugs",
+        "formal: the MAX results of the first vector (BMC, every input and length)",
+    ),
+    "aau.cocotb": (
+        "tests/aau/test_cocotb.py::test_aau_testbench_fails_on_planted_bugs",
+        "cocotb: the random vectors against the golden model (the campaign's 150)",
+    ),
+    "top.register_walk": (
+        "tests/top/test_cocotb.py::test_register_walk_fails_on_planted_bugs",
+        "cocotb: the register walk through the AXI port",
+    ),
+    "top.integration": (
+        "tests/top/test_cocotb.py::test_integration_fails_on_planted_bugs",
+        "cocotb: the integration test against the golden controller",
+    ),
+    "top.clear_cycle": (
+        "tests/top/test_amaranth.py::test_clear_check_fails_on_planted_bugs",
+        "Amaranth: a cause rising before, in and after the cycle of its clearing write (the "
+        "register file alone)",
+    ),
 }
 
 
@@ -124,10 +212,18 @@ class PlantedBug:
 
     def build(self, component: type) -> type:
         """``component`` with this bug planted: a class of the module that defines the class
-        named :attr:`component` (the block itself, or a wrapper around it there)."""
-        module = sys.modules[component.__module__]
-        assert hasattr(module, self.component), (component, self.component)
-        return planted(component, self.old, self.new)
+        named :attr:`component` (the block itself, or a wrapper around it there), or a block
+        that reaches that module through its imports (:func:`planted_within`: the top and
+        its register file, the AAU and its sub-components)."""
+        (home,) = [
+            name
+            for name, module in sys.modules.items()
+            if name.startswith("ahasd.hw.")
+            and getattr(getattr(module, self.component, None), "__module__", None) == name
+        ]
+        if home == component.__module__:
+            return planted(component, self.old, self.new)
+        return planted_within(component, home, self.old, self.new)
 
 
 CATALOGUE = {
@@ -279,6 +375,137 @@ CATALOGUE = {
         "self.tlm_mask,",
         "overlap",
         ("gtsu.safety_proof",),
+    ),
+    # --- AAU (hw/aau.py and its sub-components) ---------------------------------------------
+    "aau.ties_go_to_the_last": PlantedBug(
+        # the max's compare made non-strict: of equal maxima the highest index wins
+        "aau",
+        "AAU",
+        '(tag.x > acc["max"])',
+        '(tag.x >= acc["max"])',
+        "exact",
+        ("aau.reduction_proof",),
+    ),
+    "aau.argmax_of_the_element_before": PlantedBug(
+        "aau",
+        "AAU",
+        'acc["argmax"].eq(index_now)',
+        'acc["argmax"].eq(acc["index"])',
+        "exact",
+        ("aau.reduction_proof",),
+    ),
+    "aau.top1_half_rounding": PlantedBug(
+        # top1's rounding constant one bit short: round_shift(M_max * recip, 24) adds 2**22
+        "aau",
+        "PostPass",
+        "half = widen(m, Const(1 << (TOP1_SHIFT - 1), TOP1_SHIFT), len(top1_sum) - 1)",
+        "half = widen(m, Const(1 << (TOP1_SHIFT - 2), TOP1_SHIFT), len(top1_sum) - 1)",
+        "exact",
+        ("aau.cocotb",),
+    ),
+    "aau.exp_interpolation_halved": PlantedBug(
+        # the exp unit's interpolation fraction sliced one bit high (r >> 1): every M low
+        "aau",
+        "Exp2Unit",
+        'rest2 = register(f1[:r_bits], "rest2")',
+        'rest2 = register(f1[1:r_bits], "rest2")',
+        "exact",
+        ("aau.cocotb",),
+    ),
+    "aau.result_per_element": PlantedBug(
+        # every reduction element finishes a vector, not only the last
+        "aau",
+        "AAU",
+        "with m.If(accumulate & lane.tag.last):",
+        "with m.If(accumulate):",
+        "one_per_vector",
+        ("aau.reduction_proof", "aau.cocotb"),
+    ),
+    "aau.output_overwritten": PlantedBug(
+        # the pipeline advances while o holds an element not taken: the element is lost
+        "aau",
+        "AAU",
+        "en.eq(~(back_end.blocked | accumulators_busy | softmax_waits | norm_waits))",
+        "en.eq(~(accumulators_busy | softmax_waits | norm_waits))",
+        "no_loss",
+        ("aau.cocotb",),
+    ),
+    "aau.result_withdrawn": PlantedBug(
+        # the result offered for one cycle whether or not the reader took it
+        "aau",
+        "PostPass",
+        "with m.Elif(in_phase[PostPhase.OFFER]), m.If(self.result.ready):",
+        "with m.Elif(in_phase[PostPhase.OFFER]):",
+        "no_loss",
+        ("aau.reduction_proof", "aau.cocotb"),
+    ),
+    "aau.vector_start_while_stalled": PlantedBug(
+        # the input register's vector flags move on a stalled element: a held last element
+        # starts a new vector (the formal wrapper's first vector never stalls)
+        "aau",
+        "FrontEnd",
+        "with m.If(advance & self.i.valid):",
+        "with m.If(self.i.valid):",
+        "one_per_vector",
+        ("aau.cocotb",),
+    ),
+    # --- controller top (hw/top.py, its register file and AXI4-Lite port) ------------------
+    "top.read_address_shifted": PlantedBug(
+        # the read address's byte offset one bit short: a read of word w returns word 2w
+        "top",
+        "AXI4LiteSubordinate",
+        "ar_word.eq(axi.araddr[self.byte_bits :])",
+        "ar_word.eq(axi.araddr[self.byte_bits - 1 :])",
+        "read",
+        ("top.register_walk", "top.integration"),
+    ),
+    "top.write_data_unmasked": PlantedBug(
+        # the new bytes not masked by WSTRB: a write sets the 1 bits of bytes it does not
+        # enable
+        "top",
+        "RegisterFile",
+        "parts.append((old & ~mask) | (access.wdata & mask))",
+        "parts.append((old & ~mask) | access.wdata)",
+        "strobe",
+        ("top.register_walk", "top.integration"),
+    ),
+    "top.read_only_write_accepted": PlantedBug(
+        # a write to a read-only register answered OKAY
+        "top",
+        "RegisterFile",
+        "access.error.eq(~Cat(*hits).any() | (access.write & Cat(*refused).any())),",
+        "access.error.eq(~Cat(*hits).any()),",
+        "refused",
+        ("top.register_walk", "top.integration"),
+    ),
+    "top.irq_status_or_enable": PlantedBug(
+        # a cause or its enable raises irq
+        "top",
+        "RegisterFile",
+        "& self._storage[(IRQ_ENABLE, self.regmap.irq_enable(f.name).name)].any()",
+        "| self._storage[(IRQ_ENABLE, self.regmap.irq_enable(f.name).name)].any()",
+        "irq",
+        ("top.register_walk", "top.integration"),
+    ),
+    "top.clear_loses_a_rising_cause": PlantedBug(
+        # the clearing write forgets a rise in its own cycle (the walk and, on most seeds, the
+        # integration test never line the two up)
+        "top",
+        "RegisterFile",
+        "m.d.sync += status.eq((status & ~written[bits]) | rises)",
+        "m.d.sync += status.eq(status & ~written[bits])",
+        "sticky",
+        ("top.clear_cycle",),
+    ),
+    "top.write_buffer_kept": PlantedBug(
+        # the write buffer's strobes never emptied: a later high-word write brings back low
+        # bytes written before the previous one
+        "top",
+        "RegisterFile",
+        "m.d.sync += strobes.eq(0)",
+        "m.d.sync += strobes.eq(strobes)",
+        "wide",
+        ("top.register_walk", "top.integration"),
     ),
 }
 

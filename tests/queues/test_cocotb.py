@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 from harness import small_params
-from harness.cocotb_run import run_block_cocotb, run_cocotb
+from harness.cocotb_run import run_block_cocotb, run_fails_on_planted_bug
 from harness.planted import cases
 
 from ahasd.hw.queues import AsyncQueues
-from ahasd.hw.verilog import module_name
 from ahasd.params import QueueParams
 
 HERE = Path(__file__).parent
@@ -58,15 +57,11 @@ def test_queues_testbench_fails_on_planted_bugs(bug):
     queue's stale test on bit 0 of the epoch only (an entry two epochs old passes as
     current): the tier's bursts of back-to-back bumps deliver such an entry and the
     scoreboard fails the run."""
-    params = QueueParams()
-    with pytest.raises(pytest.fail.Exception, match=r"\d+ of \d+ cocotb test\(s\) failed"):
-        run_cocotb(
-            top=module_name("queues"),
-            component=lambda: bug.build(AsyncQueues)(params),
-            tag=f"{params.tag()}-{bug.tag}",
-            params=params,
-            test_module="tb_queues",
-            test_dir=HERE,
-            extra_env={"AHASD_CLOCKS": RATIOS["1to1"], "AHASD_ENTRIES": "3000"},
-            domains=("pim", "npu", "cpu"),
-        )
+    run_fails_on_planted_bug(
+        bug,
+        AsyncQueues,
+        QueueParams(),
+        test_module="tb_queues",
+        test_dir=HERE,
+        extra_env={"AHASD_CLOCKS": RATIOS["1to1"], "AHASD_ENTRIES": "3000"},
+    )

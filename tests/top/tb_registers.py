@@ -9,7 +9,8 @@ manager), every expectation read off the compiled SystemRDL map (``ahasd.regmap`
    writable field bits (reserved bits read 0); a write with one byte strobe changes that
    byte only (each byte in turn, to its complement); a 64-bit one changes only when its
    high word is written, with what every low-word write since the last high word put in
-   its buffer (a full word, then one byte of it rewritten);
+   its buffer (a full word, then one byte of it rewritten); every write drives ones on the
+   byte lanes its strobes disable, which must change nothing;
 4. the write-one-to-clear causes: an EDC error (``EDC_HMAX := 0``) sets ``IRQ_STATUS.
    edc_error`` and ``irq`` once enabled; writing 0, or 1 without its strobe, keeps it;
    writing 1 clears it;
@@ -57,8 +58,23 @@ class Walk:
         self.dut = dut
         self.regs = register_map(params)
         self.axi = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_"), dut.pim_clk, dut.pim_rst)
+        self._ones_on_disabled_lanes()
         self.checks = 0
         self.errors: list[str] = []
+
+    def _ones_on_disabled_lanes(self) -> None:
+        """Every write beat carries ones on the byte lanes its WSTRB disables (the manager
+        zero-pads them; AXI leaves them free), so a register that takes a disabled lane's
+        bits shows it."""
+        send = self.axi.write_if.w_channel.send
+
+        async def send_with_ones(beat):
+            strobe = int(beat.wstrb)
+            disabled = sum(0xFF << (8 * lane) for lane in range(4) if not strobe >> lane & 1)
+            beat.wdata = int(beat.wdata) | disabled
+            await send(beat)
+
+        self.axi.write_if.w_channel.send = send_with_ones
 
     def expect(self, what: str, got, wanted) -> None:
         self.checks += 1

@@ -13,10 +13,12 @@ import itertools
 
 import pytest
 from harness.amaranth_sim import simulate
+from harness.planted import cases
 
 from ahasd.hw.axi_lite import Resp
 from ahasd.hw.edc import decode_decision, encode_draft, encode_verify
 from ahasd.hw.gtsu import Task
+from ahasd.hw.registers import RegisterFile
 from ahasd.hw.top import ControllerTop
 from ahasd.hw.tvc import Op, Table
 from ahasd.params import EDCParams, GTSUParams, TopParams, TVCParams
@@ -368,6 +370,53 @@ def test_interrupt_causes_enable_and_write_one_to_clear():
         assert ctx.get(dut.irq) == 0
 
     run(body, name="top_irq")
+
+
+def clear_outcomes(register_file_class: type = RegisterFile) -> list[int]:
+    """``IRQ_STATUS.edc_backpressure`` after a write of 1 to it, when the cause's condition
+    rises in the cycle before the write is taken, in that cycle, and in the cycle after, on
+    the register file alone (its access port and the cause's condition driven directly, so
+    the cycle is exact): the write is presented in cycle 0 and taken at the end of cycle 1
+    (one decode cycle)."""
+    status = REGS.get("IRQ_STATUS")
+    cause = status.field("edc_backpressure").mask
+    outcomes = []
+    for rise in range(3):
+        dut = register_file_class(REGS)
+
+        async def testbench(ctx, dut=dut, rise=rise):
+            access, condition = dut.access, dut.irq_status.edc_backpressure
+            ctx.set(access.addr, status.address >> 2)
+            ctx.set(access.wdata, cause)
+            ctx.set(access.wstrb, 0xF)
+            ctx.set(access.write, 1)
+            ctx.set(access.valid, 1)
+            for cycle in range(3):
+                if cycle == rise:
+                    ctx.set(condition, 1)
+                assert ctx.get(access.ready) == (cycle == 1), f"write taken in cycle {cycle}"
+                await ctx.tick()
+                if cycle == 1:
+                    ctx.set(access.valid, 0)
+            ctx.set(access.write, 0)
+            ctx.set(access.valid, 1)
+            while not ctx.get(access.ready):
+                await ctx.tick()
+            outcomes.append(ctx.get(access.rdata) & cause)
+
+        simulate(dut, testbench, name="register_file_clear")
+    return [1 if outcome else 0 for outcome in outcomes]
+
+
+def test_a_cause_rising_in_the_cycle_of_its_clearing_write_stays_set():
+    # docs/integration.md, "The interrupt": a cause set before the clearing write is cleared
+    # by it, one that rises in the cycle of the write or after it stays set.
+    assert clear_outcomes() == [0, 1, 1]
+
+
+@pytest.mark.parametrize("bug", cases("top.clear_cycle"))
+def test_clear_check_fails_on_planted_bugs(bug):
+    assert clear_outcomes(bug.build(RegisterFile)) != [0, 1, 1]
 
 
 def test_edc_draft_through_the_top():

@@ -13,9 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness.cocotb_run import run_block_cocotb
+from harness.cocotb_run import run_block_cocotb, run_fails_on_planted_bug
+from harness.planted import cases
 from harness.seeds import choose_seed, seed_offsets
 
+from ahasd.hw.top import ControllerTop
 from ahasd.params import TopParams
 
 HERE = Path(__file__).parent
@@ -51,3 +53,24 @@ def test_accesses_rebuilt_from_the_axi_port_match_the_register_files_port():
 @pytest.mark.cocotb
 def test_register_walk_through_the_axi_port():
     run_block_cocotb("top", TopParams(), test_module="tb_registers", test_dir=HERE)
+
+
+@pytest.mark.cocotb
+@pytest.mark.long
+@pytest.mark.parametrize("bug", cases("top.register_walk"))
+def test_register_walk_fails_on_planted_bugs(bug):
+    """Each planted bug of the register file and the AXI4-Lite port the walk must catch
+    (harness/planted.py), e.g. a write that sets the 1 bits of the bytes its WSTRB does not
+    enable. Long: each bug is a Verilator build of the top of its own (25 to 30 s)."""
+    run_fails_on_planted_bug(
+        bug, ControllerTop, TopParams(), test_module="tb_registers", test_dir=HERE
+    )
+
+
+@pytest.mark.cocotb
+@pytest.mark.long
+@pytest.mark.parametrize("bug", cases("top.integration"))
+def test_integration_fails_on_planted_bugs(bug):
+    """Each planted bug the integration test must catch against the golden controller, e.g.
+    ``irq`` raised by an enable without its cause."""
+    run_fails_on_planted_bug(bug, ControllerTop, TopParams(), test_module="tb_top", test_dir=HERE)
