@@ -57,6 +57,10 @@ INVARIANTS = {
         "gated_off": "no rank is enabled while it is being gated",
         "overlap": "a rank in both masks is never enabled",
     },
+    "top": {
+        "read": "a read returns the addressed register's value, as of the cycle it is taken "
+        "(docs/registers.md)",
+    },
 }
 
 
@@ -98,6 +102,10 @@ CHECKS = {
     "gtsu.safety_proof": (
         "tests/gtsu/test_formal.py::test_safety_proof_fails_on_planted_bugs",
         "formal: the safety proof (k-induction)",
+    ),
+    "top.read_mux_proof": (
+        "tests/top/test_formal.py::test_read_mux_proof_fails_on_planted_bugs",
+        "formal: the read-mux proof (k-induction, every register's value free)",
     ),
 }
 
@@ -278,6 +286,17 @@ CATALOGUE = {
         "self.tlm_mask,",
         "overlap",
         ("gtsu.safety_proof",),
+    ),
+    # --- controller top (hw/registers.py) ---------------------------------------------------
+    "top.switch_count_bit30_in_every_read": PlantedBug(
+        # mutant #9 of the first top campaign: bit 30 of the GTSU switch counter ORed into
+        # every read, which no simulation shows (it needs 2**30 switches)
+        "top",
+        "RegisterFile",
+        "value & select.replicate(DATA_BITS)",
+        'value & (select.replicate(DATA_BITS) | ((reg.name == "GTSU_SWITCHES") << 30))',
+        "read",
+        ("top.read_mux_proof",),
     ),
 }
 

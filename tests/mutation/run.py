@@ -20,7 +20,8 @@ The method of YosysHQ's MCY, with the tools the project already installs. For ea
    wrapper built at this parameter set, ``mutation/formal_tier.py``); a property that fails
    (or a proof that no longer finishes in three times its usual time) kills the mutant.
    Checks at other parameter sets cannot run the mutant and are not counted; a block none
-   of whose formal checks holds the netlist (the AAU, the top) gets the cocotb tier only.
+   of whose formal checks holds the netlist gets the cocotb tier only (every block has one
+   now: the top's is its read-mux proof, around ``ControllerTop(TopParams())``).
 
 The unmutated netlist (mutant 0) runs first through both tiers and must pass, which also
 finds which formal checks apply (with ``--first-kill`` the formal tier's unmutated run waits
