@@ -24,7 +24,9 @@ the cycle it is taken). The proof is k-induction: the counters, tables and every
 start anywhere, so a read-mux defect that only a high counter bit shows (2**30 GTSU switches,
 say) is found as readily as one in bit 0. Induction needs two facts about state the
 properties do not name, asserted too: the bridge's held read address is the one the wrapper
-recorded, and each 64-bit register's snapshot in the register file is the wrapper's copy.
+recorded, and each 64-bit register's snapshot in the register file is the wrapper's copy,
+which is 0 outside the register's fields (without that, a state no run reaches, a snapshot
+bit above a 40-bit entry set, failed the proof on a mutant that no read can tell apart).
 Resets are held low (what a reset does is ``tb_registers``' and ``tb_top``'s).
 """
 
@@ -176,6 +178,9 @@ class ReadMux(Elaboratable):
                 m.d.comb += copy_now.eq(Mux(low_read, high_before, copy))
                 copies[reg.name] = copy_now
                 words.append(copy_now)
+                # What a read of the low word copies is 0 outside the fields.
+                outside = ((1 << len(copy)) - 1) & ~(reg.read_mask >> DATA_BITS)
+                m.d.comb += Assert((copy_now & outside) == 0)
             with m.Switch(address[2:]):
                 for word, word_value in zip(reg.word_addresses, words, strict=True):
                     with m.Case(word >> 2):
