@@ -37,7 +37,7 @@ from amaranth.hdl import (
 )
 from amaranth.lib.fifo import SyncFIFO
 from harness import small_params
-from harness.formal import check
+from harness.formal import check, registers_named
 from harness.planted import cases
 
 from ahasd.hw.edc import EDC, EventKind
@@ -89,21 +89,6 @@ def _decision_buffer(fragment: Fragment) -> SyncFIFO:
             if isinstance(origin, SyncFIFO):
                 return origin
     raise LookupError("the EDC has no SyncFIFO")
-
-
-def _registers(fragment: Fragment, *names: str) -> dict[str, Signal]:
-    """The block's own registers of these names (local to its ``elaborate``), found in its
-    elaborated fragment."""
-    found = {}
-    for statements in fragment.statements.values():
-        for statement in statements:
-            for signal in statement._lhs_signals():
-                if isinstance(signal, Signal) and signal.name in names:
-                    found[signal.name] = signal
-    missing = set(names) - set(found)
-    if missing:
-        raise LookupError(f"the EDC has no registers {sorted(missing)}")
-    return found
 
 
 class Properties(Elaboratable):
@@ -310,7 +295,7 @@ class Arithmetic(Elaboratable):
         # Likewise the block's stage-1 register is the event the wrapper saw taken: an event
         # may now wait without bound, so its fields are no longer pinned down by the steps
         # the induction looks back over.
-        stage = _registers(fragment, "s1_valid", "s1_kind", "s1_has_tokens", "s1_full")
+        stage = registers_named(fragment, "s1_valid", "s1_kind", "s1_has_tokens", "s1_full")
         m.d.comb += Assert(stage["s1_valid"] == waiting)
         # A DRAFT is taken only when it finds room (spec 2.1: refused while LLR is full),
         # and nothing executes while it waits.

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from amaranth.back import rtlil
+from amaranth.hdl import Fragment, Signal
 
 from harness.processes import run_in_own_group
 
@@ -145,3 +146,19 @@ def mutation_mode():
     from mutation.formal_tier import FormalMutant
 
     return FormalMutant.from_environment()
+
+
+def registers_named(fragment: Fragment, *names: str) -> dict[str, Signal]:
+    """The signals of these names that ``fragment``'s own statements drive: a block's
+    registers local to its ``elaborate`` (no attribute, no port), found in its elaborated
+    fragment (``Fragment.get``) for a wrapper's properties to read."""
+    found = {}
+    for statements in fragment.statements.values():
+        for statement in statements:
+            for signal in statement._lhs_signals():
+                if isinstance(signal, Signal) and signal.name in names:
+                    found[signal.name] = signal
+    missing = set(names) - set(found)
+    if missing:
+        raise LookupError(f"{fragment.origins or 'the fragment'} drives no {sorted(missing)}")
+    return found

@@ -114,7 +114,8 @@ INVARIANTS = {
     },
     # docs/integration.md "The bus: AXI4-Lite" and "The interrupt", docs/registers.md
     "top": {
-        "read": "a read returns the addressed register's value",
+        "read": "a read returns the addressed register's value, as of the cycle it is taken "
+        "(docs/registers.md)",
         "strobe": "a write changes only the bytes of the addressed register its WSTRB enables",
         "refused": "SLVERR for an address no register covers and for a write to a read-only "
         "register",
@@ -186,6 +187,10 @@ CHECKS = {
         "tests/top/test_amaranth.py::test_clear_check_fails_on_planted_bugs",
         "Amaranth: a cause rising before, in and after the cycle of its clearing write (the "
         "register file alone)",
+    ),
+    "top.read_mux_proof": (
+        "tests/top/test_formal.py::test_read_mux_proof_fails_on_planted_bugs",
+        "formal: the read-mux proof (k-induction, every register's value free)",
     ),
 }
 
@@ -506,6 +511,16 @@ CATALOGUE = {
         "m.d.sync += strobes.eq(strobes)",
         "wide",
         ("top.register_walk", "top.integration"),
+    ),
+    "top.switch_count_bit30_in_every_read": PlantedBug(
+        # mutant #9 of the first top campaign: bit 30 of the GTSU switch counter ORed into
+        # every read, which no simulation shows (it needs 2**30 switches)
+        "top",
+        "RegisterFile",
+        "value & select.replicate(DATA_BITS)",
+        'value & (select.replicate(DATA_BITS) | ((reg.name == "GTSU_SWITCHES") << 30))',
+        "read",
+        ("top.read_mux_proof",),
     ),
 }
 

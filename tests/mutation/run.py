@@ -22,7 +22,8 @@ The method of YosysHQ's MCY, with the tools the project already installs. For ea
    60 s) kills nothing: a solver's time is no behaviour of the design, so the mutant stays
    a survivor (its line in the report says which checks timed out) until a test kills it.
    Checks at other parameter sets cannot run the mutant and are not counted; a block none
-   of whose formal checks holds the netlist (the AAU, the top) gets the cocotb tier only.
+   of whose formal checks holds the netlist gets the cocotb tier only (every block has one
+   now: the top's is its read-mux proof, around ``ControllerTop(TopParams())``).
 
 The unmutated netlist (mutant 0) runs first through both tiers and must pass, which also
 finds which formal checks apply (with ``--first-kill`` the formal tier's unmutated run waits

@@ -470,13 +470,16 @@ class Stimulus:
         script = [("read", name, 0) for name in self.readable]
         script += [("write", "EDC_HMAX", 0), ("read", "ERROR", 0), ("write", "SOFT_RESET", 1)]
         script += [("read", "IRQ_STATUS", 0), ("write", "IRQ_STATUS", 0b11111)]
-        # Every table entry with all its bits set, W a cycle before AW (the bridge holds the
-        # beat a cycle longer than with both together), read back; then its preset, AW first.
+        # Every table entry with all its bits set, then all clear, W a cycle before AW (the
+        # bridge holds the beat a cycle longer than with both together), read back after
+        # each: a held bit disturbed by another bit's 1 shows in the first, by another
+        # bit's 0 in the second. Then its preset, AW first.
         ones = (1 << p.tvc.ratio_bits) - 1
         for table in TABLE_CODES:
             for index in range(p.tvc.depth):
                 name = f"TVC_{table.upper()}[{index}]"
                 script += [("write", name, ones, 1), ("read", name, 0)]
+                script += [("write", name, 0, 1), ("read", name, 0)]
                 script.append(("write", name, self.ratio(table), -1))
         half = p.gtsu.ranks // 2
         script += [
