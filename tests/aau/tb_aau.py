@@ -27,9 +27,12 @@ by a ``NORM`` pass over the same vector (sometimes over a different one, so that
 ``s_i < 0`` saturates, or ``z`` clamps), with random ``gamma``/``beta`` on the parameter
 stream. Directed vectors first: SOFTMAX and NORM before any first pass (the reset state),
 length 1, all equal, max first and last, extreme values, ties, an ascending vector (a
-rescale at every element), the gates' span ends, the reserved mode codes, the NORM post pass's
-``U`` with its leading one at every position and ``N r`` at full scale
-(:func:`norm_post_pass_vectors`). Distributions:
+rescale at every element), the gates' span ends and every code of their interpolated spans
+(:func:`gate_span_vectors`), the reserved mode codes, the NORM post pass's ``U`` with its
+leading one at every position and ``N r`` at full scale (:func:`norm_post_pass_vectors`).
+A directed vector longer than ``max_length`` is dropped, except an activation vector, which
+is cut into pieces that fit (:func:`fitted`: so the mutation campaign's short vectors still
+reach the gates' edges). Distributions:
 Gaussian logits with sigma 1, 3 and 6 nats, uniform over the whole INT16 range, near
 one-hot, heavy-tailed (Student t); for the norms OPT-like activations (Gaussian with a few
 channels near +-60) and a mean far above the spread; for the activations pre-activation
@@ -538,6 +541,32 @@ def norm_post_pass_vectors() -> list[Vector]:
     return vectors
 
 
+def gate_span_vectors() -> list[Vector]:
+    """Every code of the gate tables' interpolated spans (``|X| < 2**12`` for SILU, ``2**10``
+    for GELU, both signs) once: a gate one unit off shows in ``round_shift(X g, 16)`` only
+    for the codes whose product lies that close to a rounding step, so only a sweep reaches
+    them all (about 10,000 elements, cut to ``max_length`` by :func:`fitted`)."""
+    return [
+        Vector(Mode.SILU, np.arange(-(1 << 12) + 1, 1 << 12), tag="SILU span"),
+        Vector(Mode.GELU, np.arange(-(1 << 10) + 1, 1 << 10), tag="GELU span"),
+    ]
+
+
+def fitted(vectors: list[Vector], longest: int) -> list[Vector]:
+    """The vectors of at most ``longest`` elements; a longer activation vector (RELU, SILU,
+    GELU: element-wise) cut into pieces of that length, any other longer one dropped (a
+    piece of a reduction, or of a NORM pass, would be another test)."""
+    fitting = []
+    for vector in vectors:
+        if len(vector.codes) <= longest:
+            fitting.append(vector)
+        elif vector.mode in ACTIVATIONS:
+            for start in range(0, len(vector.codes), longest):
+                piece = vector.codes[start : start + longest]
+                fitting.append(Vector(vector.mode, piece, tag=vector.tag))
+    return fitting
+
+
 def norm_pass(rng: np.random.Generator, codes: np.ndarray, tag: str = "") -> Vector:
     """A NORM pass over ``codes`` with gamma around 1 and beta around 0 (Q8.8), and now and
     then a gamma that saturates the output."""
@@ -654,8 +683,8 @@ async def random_vectors_bit_exact(dut):
     # SOFTMAX and NORM before any first pass: the reset R = 0, recip = 0, N r = T r = k = 0.
     vectors = [Vector(Mode.SOFTMAX, np.array([0, -100, 177, 178, 32767]), tag="reset")]
     vectors.append(norm_pass(rng, np.array([5, -32768, 32767]), tag="reset"))
-    vectors += directed_vectors(rng)
-    vectors = [v for v in vectors if len(v.codes) <= params.max_length]
+    vectors += directed_vectors(rng) + gate_span_vectors()
+    vectors = fitted(vectors, params.max_length)
     missing = max(0, VECTORS - sum(not v.element for v in vectors))
     vectors += random_vectors(rng, missing, min(MAX_TEST_LENGTH, params.max_length))
     assign_traffic(vectors[2:], rng)
