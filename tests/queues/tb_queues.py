@@ -346,7 +346,7 @@ async def _receive(dut, queue: str, clock, cycles: int) -> list[int]:
 
 # Before random_traffic: cocotb runs a module's tests in order, and the edge callbacks of
 # random_traffic's stream agents outlive it (the clocks a later test starts stay still).
-@cocotb.test(timeout_time=20, timeout_unit="ms")
+@cocotb.test(timeout_time=2, timeout_unit="ms")  # it needs 10 us at the slowest ratio
 async def writer_resets(dut):
     """Each queue full, its writer reset for one writer cycle (or twice, the second a few
     cycles into the first's handshake), then written as early as ``w.ready`` allows: the
@@ -362,6 +362,7 @@ async def writer_resets(dut):
         depth = getattr(params, f"{queue}_depth")
         w_clock, r_clock = getattr(dut, f"{w_domain}_clk"), getattr(dut, f"{r_domain}_clk")
         reset = getattr(dut, f"{w_domain}_rst")
+        r_valid = getattr(dut, f"{queue}_r__valid")
         for second in (None, *(rng.randint(1, 6) for _ in range(3))):
             words = [_random_entry(queue, params, rng) for _ in range(depth + min(depth, 3))]
             before, after = words[:depth], words[depth:]
@@ -372,6 +373,11 @@ async def writer_resets(dut):
                     continue
                 await ClockCycles(w_clock, pulse + 1, rising=False)
                 reset.value = 1
+                if pulse == 0:
+                    # The reader sees the queue empty from the reset's assertion, before
+                    # any clock edge (docs/integration.md): the full queue's head withdrawn.
+                    await ReadOnly()
+                    assert not r_valid.value, f"{queue}: the head still presented under reset"
                 await FallingEdge(w_clock)  # one rising edge under reset
                 reset.value = 0
             await _send(dut, queue, w_clock, after)
@@ -397,7 +403,9 @@ def _random_entry(queue: str, params: QueueParams, rng) -> int:
     return pack(queue, make_entry(queue, **fields), params)
 
 
-@cocotb.test(timeout_time=50, timeout_unit="ms")
+# 20,000 entries take 0.35 ms of simulated time at the slowest ratio: the limit is about a
+# hundred times that, in proportion (a hung mutant of the campaign's 1,500 fails in 5 ms).
+@cocotb.test(timeout_time=max(5, ENTRIES // 400), timeout_unit="ms")
 async def random_traffic(dut):
     """Random traffic on all three queues at the clock ratio given by AHASD_CLOCKS."""
     params = params_from_env(QueueParams)
