@@ -93,6 +93,8 @@ INVARIANTS = {
         "no_stale": "no entry of an older epoch is ever delivered after a squash",
         "level": "the reader sees its fill level: the entries written, as its synchroniser "
         "shows them, less those read",
+        "reset": "a writer's reset of any length empties its queue, and no entry accepted "
+        "after it is lost",
     },
     "tvc": {
         "bound": "an answer n is at most min(P, N_max)",
@@ -324,6 +326,26 @@ CATALOGUE = {
         "(head.epoch[0] != self.r_epoch[0])",
         "no_stale",
         ("queues.epoch_proof", "queues.epoch_data", "queues.cocotb"),
+    ),
+    "queues.writes_during_reset_handshake": PlantedBug(
+        # w_rdy without the handshake's hold: an entry taken while the request still holds
+        # the writer's side in reset is dropped
+        "queues",
+        "HandshakeAsyncFIFO",
+        "self.w_rdy.eq(~w_full & ~writer_held)",
+        "self.w_rdy.eq(~w_full)",
+        "reset",
+        ("queues.cocotb",),
+    ),
+    "queues.reader_reset_by_writer_reset_only": PlantedBug(
+        # Amaranth's AsyncFIFO's own reset path: the reader's side released two reader edges
+        # after a short writer reset, before the writer's zeroed pointer has crossed
+        "queues",
+        "HandshakeAsyncFIFO",
+        "writer_reset | reset_request, r_rst, o_domain=r_domain",
+        "writer_reset, r_rst, o_domain=r_domain",
+        "reset",
+        ("queues.cocotb",),
     ),
     # --- TVC (hw/tvc.py) --------------------------------------------------------------------
     "tvc.answers_at_zero_c_left": PlantedBug(
