@@ -16,7 +16,8 @@ pre-verification         ``cpu``       ``pim``        batch_id, n_tokens
 
 Clock domains are named after the device that drives them, so the generated Verilog has
 ``pim_clk``/``pim_rst``, ``npu_clk``/``npu_rst`` and ``cpu_clk``/``cpu_rst``. The queues hold
-at any ratio of the clocks: all crossing is done by ``AsyncFIFO``'s Gray-coded pointers.
+at any ratio of the clocks: all crossing is done by the FIFOs' Gray-coded pointers and
+reset handshakes.
 """
 
 from __future__ import annotations

@@ -23,6 +23,12 @@ Every driver and monitor of a clock domain is an agent of that domain's
 edge, sample in ``ReadOnly``), and ports are read and written through
 :class:`~ahasd.hw.tb.pins.Pin` s, written only when their value changes
 (``docs/performance.md``).
+
+A second test, ``writer_resets``, is directed: each queue full, its writer reset for one
+writer cycle (or twice, the second during the first's handshake); the head must be
+withdrawn at the reset's assertion, and the reader must get exactly the entries written
+after the reset, as early as ``w.ready`` let them in. It drives and samples at falling
+edges only, with plain cocotb triggers.
 """
 
 from __future__ import annotations
@@ -312,97 +318,6 @@ class TB:
         raise AssertionError(f"queues did not drain within {limit_cycles} cycles: {seen}")
 
 
-async def _send(dut, queue: str, clock, words: list[int]) -> None:
-    """Write ``words`` into ``queue``, each as soon as ``w.ready`` allows. Everything happens
-    at the writer clock's falling edges (mid-cycle): ``ready`` seen there holds through the
-    next rising edge, which takes the word presented."""
-    valid, payload = getattr(dut, f"{queue}_w__valid"), getattr(dut, f"{queue}_w__payload")
-    ready = getattr(dut, f"{queue}_w__ready")
-    await FallingEdge(clock)
-    for word in words:
-        payload.value, valid.value = word, 1
-        while not ready.value:
-            await FallingEdge(clock)
-        await FallingEdge(clock)
-    valid.value = 0
-
-
-async def _receive(dut, queue: str, clock, cycles: int) -> list[int]:
-    """Everything ``queue`` presents in ``cycles`` reader cycles, reading all the while (at
-    the reader clock's falling edges: an entry presented there is taken at the next rising
-    edge)."""
-    ready = getattr(dut, f"{queue}_r__ready")
-    valid, payload = getattr(dut, f"{queue}_r__valid"), getattr(dut, f"{queue}_r__payload")
-    got = []
-    await FallingEdge(clock)
-    ready.value = 1
-    for _ in range(cycles):
-        if valid.value:
-            got.append(int(payload.value))
-        await FallingEdge(clock)
-    ready.value = 0
-    return got
-
-
-# Before random_traffic: cocotb runs a module's tests in order, and the edge callbacks of
-# random_traffic's stream agents outlive it (the clocks a later test starts stay still).
-@cocotb.test(timeout_time=2, timeout_unit="ms")  # it needs 10 us at the slowest ratio
-async def writer_resets(dut):
-    """Each queue full, its writer reset for one writer cycle (or twice, the second a few
-    cycles into the first's handshake), then written as early as ``w.ready`` allows: the
-    reader gets exactly the entries written after the last reset, in order: none from
-    before, none lost (docs/integration.md, the queues' reset)."""
-    params = params_from_env(QueueParams)
-    periods = tuple(int(x) for x in os.environ.get("AHASD_CLOCKS", "1250:1000:1500").split(":"))
-    tb = TB(dut, params)
-    await tb.start(periods)
-    rng = tb.rng
-    pulses = 0
-    for queue, (w_domain, r_domain) in QUEUE_DOMAINS.items():
-        depth = getattr(params, f"{queue}_depth")
-        w_clock, r_clock = getattr(dut, f"{w_domain}_clk"), getattr(dut, f"{r_domain}_clk")
-        reset = getattr(dut, f"{w_domain}_rst")
-        r_valid = getattr(dut, f"{queue}_r__valid")
-        for second in (None, *(rng.randint(1, 6) for _ in range(3))):
-            words = [_random_entry(queue, params, rng) for _ in range(depth + min(depth, 3))]
-            before, after = words[:depth], words[depth:]
-            await _send(dut, queue, w_clock, before)
-            await Timer(6 * max(periods), unit="ps")  # all of them visible to the reader
-            for pulse in (0, second):
-                if pulse is None:
-                    continue
-                await ClockCycles(w_clock, pulse + 1, rising=False)
-                reset.value = 1
-                if pulse == 0:
-                    # The reader sees the queue empty from the reset's assertion, before
-                    # any clock edge (docs/integration.md): the full queue's head withdrawn.
-                    await ReadOnly()
-                    assert not r_valid.value, f"{queue}: the head still presented under reset"
-                await FallingEdge(w_clock)  # one rising edge under reset
-                reset.value = 0
-            await _send(dut, queue, w_clock, after)
-            await Timer(10 * max(periods), unit="ps")
-            got = await _receive(dut, queue, r_clock, 2 * depth + 4)
-            assert got == after, (
-                f"{queue}: after a writer reset (second pulse {second} cycles on) the reader "
-                f"got {[unpack(queue, w, params) for w in got]}, expected "
-                f"{[unpack(queue, w, params) for w in after]}"
-            )
-            pulses += 1 + (second is not None)
-    dut._log.info(f"writer resets: {pulses} pulses on the three queues, every entry as expected")
-
-
-def _random_entry(queue: str, params: QueueParams, rng) -> int:
-    """A random entry of ``queue``, packed; a draft of epoch 0 (the reader's, never bumped
-    here)."""
-    fields = {
-        name: rng.randrange(1 << width) for name, width in field_widths(queue, params).items()
-    }
-    if queue == "draft":
-        fields["epoch"] = 0
-    return pack(queue, make_entry(queue, **fields), params)
-
-
 # 20,000 entries take 0.35 ms of simulated time at the slowest ratio: the limit is about a
 # hundred times that, in proportion (a hung mutant of the campaign's 1,500 fails in 5 ms).
 @cocotb.test(timeout_time=max(5, ENTRIES // 400), timeout_unit="ms")
@@ -564,3 +479,92 @@ async def random_traffic(dut):
         f"{pim_cycles:.0f} pim cycles in {wall:.1f} s = {pim_cycles / wall:.0f} pim cycles/s; "
         f"{edges / wall:.0f} clock edges/s, {edges / cpu_s:.0f} per CPU-second",
     )
+
+
+async def _send(dut, queue: str, clock, words: list[int]) -> None:
+    """Write ``words`` into ``queue``, each as soon as ``w.ready`` allows. Everything happens
+    at the writer clock's falling edges (mid-cycle): ``ready`` seen there holds through the
+    next rising edge, which takes the word presented."""
+    valid, payload = getattr(dut, f"{queue}_w__valid"), getattr(dut, f"{queue}_w__payload")
+    ready = getattr(dut, f"{queue}_w__ready")
+    await FallingEdge(clock)
+    for word in words:
+        payload.value, valid.value = word, 1
+        while not ready.value:
+            await FallingEdge(clock)
+        await FallingEdge(clock)
+    valid.value = 0
+
+
+async def _receive(dut, queue: str, clock, cycles: int) -> list[int]:
+    """Everything ``queue`` presents in ``cycles`` reader cycles, reading all the while (at
+    the reader clock's falling edges: an entry presented there is taken at the next rising
+    edge)."""
+    ready = getattr(dut, f"{queue}_r__ready")
+    valid, payload = getattr(dut, f"{queue}_r__valid"), getattr(dut, f"{queue}_r__payload")
+    got = []
+    await FallingEdge(clock)
+    ready.value = 1
+    for _ in range(cycles):
+        if valid.value:
+            got.append(int(payload.value))
+        await FallingEdge(clock)
+    ready.value = 0
+    return got
+
+
+@cocotb.test(timeout_time=2, timeout_unit="ms")  # it needs 10 us at the slowest ratio
+async def writer_resets(dut):
+    """Each queue full, its writer reset for one writer cycle (or twice, the second a few
+    cycles into the first's handshake), then written as early as ``w.ready`` allows: the
+    reader gets exactly the entries written after the last reset, in order: none from
+    before, none lost (docs/integration.md, the queues' reset)."""
+    params = params_from_env(QueueParams)
+    periods = tuple(int(x) for x in os.environ.get("AHASD_CLOCKS", "1250:1000:1500").split(":"))
+    tb = TB(dut, params)
+    await tb.start(periods)
+    rng = tb.rng
+    pulses = 0
+    for queue, (w_domain, r_domain) in QUEUE_DOMAINS.items():
+        depth = getattr(params, f"{queue}_depth")
+        w_clock, r_clock = getattr(dut, f"{w_domain}_clk"), getattr(dut, f"{r_domain}_clk")
+        reset = getattr(dut, f"{w_domain}_rst")
+        r_valid = getattr(dut, f"{queue}_r__valid")
+        for second in (None, *(rng.randint(1, 6) for _ in range(3))):
+            words = [_random_entry(queue, params, rng) for _ in range(depth + min(depth, 3))]
+            before, after = words[:depth], words[depth:]
+            await _send(dut, queue, w_clock, before)
+            await Timer(6 * max(periods), unit="ps")  # all of them visible to the reader
+            for pulse in (0, second):
+                if pulse is None:
+                    continue
+                await ClockCycles(w_clock, pulse + 1, rising=False)
+                reset.value = 1
+                if pulse == 0:
+                    # The reader sees the queue empty from the reset's assertion, before
+                    # any clock edge (docs/integration.md): the full queue's head withdrawn.
+                    await ReadOnly()
+                    assert not r_valid.value, f"{queue}: the head still presented under reset"
+                await FallingEdge(w_clock)  # one rising edge under reset
+                reset.value = 0
+            await _send(dut, queue, w_clock, after)
+            await Timer(10 * max(periods), unit="ps")
+            got = await _receive(dut, queue, r_clock, 2 * depth + 4)
+            assert got == after, (
+                f"{queue}: after a writer reset (second pulse {second} cycles on) the reader "
+                f"got {[unpack(queue, w, params) for w in got]}, expected "
+                f"{[unpack(queue, w, params) for w in after]}"
+            )
+            pulses += 1 + (second is not None)
+    dut._log.info(f"writer resets: {pulses} pulses on the three queues, every entry as expected")
+
+
+def _random_entry(queue: str, params: QueueParams, rng) -> int:
+    """A random entry of ``queue``, packed; a draft of epoch 0 (the reader's, never bumped
+    here)."""
+    fields = {
+        name: rng.randrange(1 << width) for name, width in field_widths(queue, params).items()
+    }
+    if queue == "draft":
+        fields["epoch"] = 0
+    return pack(queue, make_entry(queue, **fields), params)

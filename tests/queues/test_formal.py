@@ -317,10 +317,15 @@ UNBOUNDED_PARAMS = small_params.QUEUES
 INDUCTION_DEPTH = 8
 
 
+#: The synchronisers of a queue FIFO's reset handshake (``hw/async_fifo.py``): the writer's
+#: request into the reader, the reader's acknowledgement back.
+HANDSHAKE = ("reset_to_reader", "reset_ack_to_writer")
+
+
 def _fifo_signals(fragment: Fragment) -> dict[str, Signal]:
-    """The named registers of one ``AsyncFIFO`` fragment and of its synchronisers (the
-    pointers' ``produce_cdc``/``consume_cdc`` and the reset's ``rst_cdc``: ``stage0``,
-    ``stage1``), by name."""
+    """The named registers of one queue FIFO fragment and of its synchronisers (the
+    pointers' ``produce_cdc``/``consume_cdc``, the reset's ``rst_cdc`` and the handshake's:
+    ``stage0``, ``stage1``), by name."""
     found: dict[str, Signal] = {}
 
     def collect(part: Fragment, prefix: str) -> None:
@@ -335,11 +340,6 @@ def _fifo_signals(fragment: Fragment) -> dict[str, Signal]:
         if name in ("produce_cdc", "consume_cdc", "rst_cdc", *HANDSHAKE):
             collect(child, f"{name}.")
     return found
-
-
-#: The synchronisers of a queue FIFO's reset handshake (``hw/async_fifo.py``): the writer's
-#: request into the reader, the reader's acknowledgement back.
-HANDSHAKE = ("reset_to_reader", "reset_ack_to_writer")
 
 
 def _gray_decode(code: Value) -> Value:
