@@ -19,8 +19,9 @@ The method of YosysHQ's MCY, with the tools the project already installs. For ea
    (``harness.formal.check`` then applies the mutation to the block's module of each
    wrapper built at this parameter set, ``mutation/formal_tier.py``); a property that fails
    kills the mutant. A check that does not finish in three times its usual time (at least
-   60 s) kills nothing: a solver's time is no behaviour of the design, so the mutant stays
-   a survivor (its line in the report says which checks timed out) until a test kills it.
+   60 s) kills nothing: a solver's time is no behaviour of the design, so the mutant's
+   other checks still run, and if none fails it stays a survivor (its line in the report
+   says which checks timed out) until a test kills it.
    Checks at other parameter sets cannot run the mutant and are not counted; a block none
    of whose formal checks holds the netlist gets the cocotb tier only (every block has one
    now: the top's is its read-mux proof, around ``ControllerTop(TopParams())``).
